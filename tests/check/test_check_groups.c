@@ -1,8 +1,8 @@
 /* tests/check/test_check_groups.c - findings grouped by cause
  * (check_groups.c): one graph a kept loss holds, one holder's tensors of
  * several lines, a kept output's items and its cache's fields, one line
- * under one holder whatever key holds it, a long name, and each finding's
- * group. */
+ * under one holder whatever key holds it, a chain into a graph without its
+ * root, a long name, and each finding's group. */
 #include "check_fixture.h"
 #include "check_shapes.h"
 
@@ -64,6 +64,58 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
                             "\xe2\x86\x92 AddmmBackward0.next_functions[0] \xe2\x86\x92 "
                             "ReluBackward0.SavedTensor 'self' of ReluBackward0"), "%s", text);
     free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* One graph, reached from its named root for some of its tensors and, for
+ * others, from a node nothing named holds (the walk found those through
+ * the graph alone, an LSTM's saved gates: "(autograd nodes) → ..."): one
+ * cause, shown by the chain with the root. */
+TEST(a_chain_into_a_graph_without_its_root_joins_the_cause_that_names_the_root)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_held(&y, 5001, "list", 5000, ".losses");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
+        synth_made(&y, base, act, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
+        uint64_t node;
+        if (i <= 2) {    /* list → loss.grad_fn → MulBackward0 → ReluBackward0 */
+            synth_made(&y, base + 1, act + MiB / 2, 4, "loss", st_fwd);
+            synth_ref(&y, 5001, base + 1, "[0]");
+            synth_held(&y, base + 2, "MulBackward0", base + 1, "grad_fn");
+            node = base + 2;
+        } else {         /* a node no named object holds */
+            synth_holder(&y, base + 2, "MulBackward0");
+            node = base + 2;
+        }
+        synth_holder(&y, base + 10, "ReluBackward0");
+        synth_ref(&y, node, base + 10, "next_functions[0]");
+        synth_ref(&y, base + 10, base, "SavedTensor 'self' of ReluBackward0");
+    }
+    vt__check_report *r = linger_with_activations(&y, 4);
+    uint32_t *g = calloc(r->nfindings, sizeof *g);
+    ASSERT(g != NULL);
+    ASSERT(vt__check_report_groups(r, NULL, g) >= 1);
+    long act_group = -1;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (r->findings[i].bytes == MiB) {
+            if (act_group < 0)
+                act_group = g[i];
+            ASSERT_EQ((long)g[i], act_group);    /* all four in one group */
+        }
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "held by: module __main__.losses \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                            "tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd graph it keeps)\n"),
+               "%s", text);
+    ASSERT_MSG(!strstr(text, "held by: (autograd nodes)"), "%s", text);
+    free(text);
+    free(g);
     vt__check_report_free(r);
     synth_fini(&y);
 }

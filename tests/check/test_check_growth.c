@@ -258,4 +258,49 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
     synth_fini(&y);
 }
 
+/* A stack whose innermost frame is native function `op` (its own frame)
+ * called from the program's line train.py:40. */
+static uint32_t op_under_line(synth *y, const char *op)
+{
+    uint32_t python = synth_str(y, "python"), so = synth_str(y, "libtorch.so");
+    vt__snapshot_data *s = &y->s;
+    uint32_t fr = sb_frame(&y->b, (vt__frame){ .module = python, .file = synth_str(y, "train.py"),
+                                                .function = synth_str(y, "<module>"), .line = 40 });
+    uint32_t parent = sb_node(&y->b, 0, fr);
+    fr = sb_frame(&y->b, (vt__frame){ .ip = 0x7000 + 16 * s->nframes, .module = so,
+                                      .function = synth_str(y, op) });
+    return sb_node(&y->b, parent, fr);
+}
+
+/* One line of the program (an LSTM's call) whose graph, kept across
+ * batches, grows at two of its ops (two call sites): one cause, the line. */
+TEST(sites_growing_under_one_line_of_the_program_are_one_cause)
+{
+    synth y;
+    setup(&y);
+    uint32_t gates = op_under_line(&y, "at::native::mm"), cell = op_under_line(&y, "lstm_cell");
+    ASSERT(gates != cell);
+    for (int i = 1; i <= 8; i++) {
+        step(&y, i);
+        uint64_t a = 0x7f5000000000ull + (uint64_t)i * 4 * MiB;
+        synth_new_tensor(&y, 8100 + (uint64_t)i, a, MiB, "output = rnn(x) (train.py:40)", gates);
+        synth_new_tensor(&y, 8200 + (uint64_t)i, a + 2 * MiB, MiB, "output = rnn(x) (train.py:40)",
+                         cell);
+        for (int k = 1; k <= i; k++) {   /* every backward reads them all again */
+            synth_use(&y, 8100 + (uint64_t)k);
+            synth_use(&y, 8200 + (uint64_t)k);
+        }
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_GROWTH;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 2);   /* a finding per site */
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "2 findings from 1 cause"), "%s", text);
+    ASSERT_MSG(strstr(text, "allocated at <module> (train.py:40)"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

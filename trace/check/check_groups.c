@@ -12,7 +12,10 @@
  * under two keys; a list of model outputs keeps logits as items and a
  * key/value cache as fields of a cache object: one cause each). A finding with no
  * holder recorded (made after the last walk) joins the group of its rule
- * and line that has one.
+ * and line that has one; one whose chain into a graph has no root, the
+ * graph group of its rule and line that names one. Growth findings, and
+ * storages no tensor names, group by the program's line they were
+ * allocated under.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -227,12 +230,12 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
      * names (a trace without track(): never-freed, outlier, growth) is
      * known by its call site only: one group per line of the program's own
      * code it was allocated under (one line's model call allocates at every
-     * layer's op: one cause, as track() names them all by that line), else
-     * per allocation stack (after a third separator, which group_parts
-     * drops). */
+     * layer's op: one cause, as track() names them all by that line; an
+     * LSTM's graph kept across batches grows at four of its ops), else per
+     * allocation stack (after a third separator, which group_parts drops). */
     int unnamed = !x->owner_name || !*x->owner_name;
     int by_site = x->rule == VT_CHECK_RULE_GROWTH || unnamed;
-    const vt__frame *own = unnamed ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
+    const vt__frame *own = by_site ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
     /* One holder keeps the tensors of several lines (an output object kept
      * whole: its logits, its loss, its cache): one cause, whatever made
      * them. Without a holder, its line's group (see vt__ck_group_findings). */
@@ -249,15 +252,6 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
         shown[len - 1] = 0;
 }
 
-/* What follows the second separator of a group's key or shown text ("" when
- * a cut key has none). */
-static const char *third_part(const char *s)
-{
-    const char *a = strchr(s, '\x1f');
-    const char *b = a ? strchr(a + 1, '\x1f') : NULL;
-    return b ? b + 1 : "";
-}
-
 /* key's group is of the kind ``what`` ("graph": graph_root's; "held": one
  * holder's), whose tensors come from several lines; NULL: either. */
 static int is_merged_key(const char *key, const char *what)
@@ -271,11 +265,30 @@ static int is_graph_key(const char *key)
     return is_merged_key(key, "graph");
 }
 
+/* What follows the second separator of a group's key or shown text ("" when
+ * a cut key has none). */
+static const char *third_part(const char *s)
+{
+    const char *a = strchr(s, '\x1f');
+    const char *b = a ? strchr(a + 1, '\x1f') : NULL;
+    return b ? b + 1 : "";
+}
+
 /* key's group has no holder: its path part is empty. */
 static int key_without_holder(const char *key)
 {
     const char *b = strrchr(key, '\x1f');
     return b && !b[1];
+}
+
+/* A group whose holder chain starts inside an autograd graph, or was cut
+ * before its root ("…"): the walk reached its tensors from a node or a
+ * tensor nothing named holds, where another chain of the same graph found
+ * the root. */
+static int key_without_root(const char *key)
+{
+    const char *path = third_part(key);
+    return !strncmp(path, "\xe2\x80\xa6 ", 4) || !strncmp(path, "(autograd nodes)", 16);
 }
 
 static int group_cmp_bytes(const void *a, const void *b)
@@ -354,19 +367,25 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
         goto out;
     }
     /* A group with no holder joins its rule's and line's group that has one
-     * (shown by that group's first finding: it has a holder to show). */
+     * (shown by that group's first finding: it has a holder to show); one
+     * whose chain has no root joins its rule's graph group with its line
+     * whose chain has one (an LSTM's graph kept across batches reached its
+     * cells' saved gates from a node, the hidden state's output, and a
+     * tensor whose holder the walk cut: one graph, one cause). */
     for (size_t k = 0; k < ng; k++) {
         into[k] = (uint32_t)k;
-        if (!key_without_holder(g[k].key))
+        int rootless = !key_without_holder(g[k].key) && key_without_root(g[k].key);
+        if (!key_without_holder(g[k].key) && !rootless)
             continue;
         size_t rule_owner = strlen(g[k].key);    /* "rule \x1f owner \x1f" */
         size_t rule_len = strcspn(g[k].key, "\x1f") + 1;
         for (size_t j = 0; j < ng; j++) {
-            if (j == k || !g[j].count || key_without_holder(g[j].key))
+            if (j == k || !g[j].count || key_without_holder(g[j].key) ||
+                (rootless && (!is_graph_key(g[j].key) || key_without_root(g[j].key))))
                 continue;
             /* its rule and line's group, or a graph's or holder's group of its
              * rule with its line */
-            int same = !strncmp(g[j].key, g[k].key, rule_owner);
+            int same = !rootless && !strncmp(g[j].key, g[k].key, rule_owner);
             if (!same && is_merged_key(g[j].key, NULL) && !strncmp(g[j].key, g[k].key, rule_len))
                 for (size_t l = 0; l < g[j].nlines && l < CK_GROUP_LINES_MAX && !same; l++)
                     same = g[j].lines[l] == g[k].lines[0];
