@@ -215,6 +215,72 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     synth_fini(&y);
 }
 
+/* A freed storage that lingered before any walk had found its holder: a
+ * walk starts from a tensor once it is stale, so the state when lingering
+ * began has the tensor and nothing holding it. The holder a later walk
+ * found is shown, "before it was freed": the state at the last moment a
+ * tensor of it lived (its drop comes just before the storage's free). */
+TEST(a_freed_storage_whose_holder_a_later_walk_found_is_shown_held_until_freed)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    const uint64_t at = 0x7f7200000000ull;
+    synth_made(&y, 500, at, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
+    for (int i = 2; i <= 4; i++)
+        step(&y, i);
+    synth_holder(&y, 501, "module __main__");    /* a walk at step 4's end */
+    synth_ref(&y, 501, 500, ".kept");
+    step(&y, 5);
+    synth_drop(&y, 500);
+    synth_free(&y, at);
+    step(&y, 6);
+    step(&y, 7);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, at);
+    ASSERT(f != NULL);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT(f->free_seq != 0);
+    ASSERT(f->paths_before_free);
+    ASSERT_GE(f->npaths, 1);
+    char path[1024];
+    vt__check_path_format(&f->paths[0], path, sizeof path);
+    ASSERT_STR_CONTAINS(path, "module __main__.kept");
+    assert_rendered_says(r, &y, 0, "held by (before it was freed):");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Found when it became a finding: shown as then, not again later. */
+TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    const uint64_t at = 0x7f7300000000ull;
+    synth_made(&y, 600, at, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
+    synth_holder(&y, 601, "module __main__");
+    synth_ref(&y, 601, 600, ".kept");
+    for (int i = 2; i <= 5; i++)
+        step(&y, i);
+    synth_holder(&y, 602, "Trainer");
+    synth_ref(&y, 602, 600, ".cache");
+    synth_drop(&y, 600);
+    synth_free(&y, at);
+    step(&y, 6);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, at);
+    ASSERT(f != NULL);
+    ASSERT(!f->paths_before_free);
+    ASSERT_EQ(f->path_seq, f->linger_from_seq);
+    char path[1024];
+    vt__check_path_format(&f->paths[0], path, sizeof path);
+    ASSERT_STR_CONTAINS(path, "module __main__.kept");
+    assert_rendered_says(r, &y, 0, "held by (when it became a finding):");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(view_keeps_base_storage_fixed_is_clean)
 {
     assert_shape_is_clean(view_pins_base, 1);

@@ -393,6 +393,9 @@ typedef struct vt__check_finding {
 
     uint64_t path_seq;         /* graph state the paths show: linger_from_seq, or
                                   UINT64_MAX = at the end of the trace */
+    uint8_t paths_before_free; /* LINGER: none named a holder at linger_from_seq; the
+                                  paths are at path_seq, the last moment a tensor of
+                                  the freed storage lived */
     vt__check_path *paths;     /* shortest first, up to max_paths */
     size_t npaths;
 

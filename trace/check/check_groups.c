@@ -397,6 +397,17 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
             g[k].count = 0;
             break;
         }
+        /* no root named anywhere: the rootless chains of its rule and line
+         * into one graph (its cells' saved input and hidden gates) are one */
+        for (size_t j = 0; rootless && g[k].count && j < k; j++) {
+            if (!g[j].count || !key_without_root(g[j].key) || !g[j].nlines ||
+                g[j].lines[0] != g[k].lines[0] || strncmp(g[j].key, g[k].key, rule_len))
+                continue;
+            into[k] = (uint32_t)j;
+            g[j].count += g[k].count;
+            g[j].bytes += g[k].bytes;
+            g[k].count = 0;
+        }
     }
     /* The tensors a list keeps are one cause with the graphs they keep: a
      * group held by "H → list[*] → tensor 'loss'" (those tensors themselves)

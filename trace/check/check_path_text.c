@@ -171,5 +171,6 @@ const char *vt__check_paths_when(const vt__check_finding *x)
                                                                     : "at the last step end judged")
            : x->rule == VT_CHECK_RULE_CYCLE  ? "just before gc collected it"
            : x->rule == VT_CHECK_RULE_TAPE   ? "at the step's peak"
+           : x->paths_before_free            ? "before it was freed"
                                              : "when it became a finding";
 }

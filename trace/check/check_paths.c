@@ -282,13 +282,14 @@ static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_
     return emit_path(g, f, sti, CK_NONE, 0, g->queue[nq - 1], 0, 1);
 }
 
-int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
-                 const vt__check_options *opt)
+/* The paths of the findings with a path rule (``only``: those it marks),
+ * each at its path_seq: one sweep over the graph's operations in seq order. */
+static int sweep(ck_model *m, vt__check_report *r, const uint32_t *fst,
+                 const vt__check_options *opt, const uint8_t *only)
 {
     size_t nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & PATH_RULES) &&
-            fst[i] != CK_NONE)
+        if (fst[i] != CK_NONE && (r->findings[i].rule & PATH_RULES) && (!only || only[i]))
             nqueries++;
     if (!nqueries)
         return 0;
@@ -297,8 +298,7 @@ int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
         return -ENOMEM;
     nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
-        if ((r->findings[i].rule & PATH_RULES) &&
-            fst[i] != CK_NONE)
+        if (fst[i] != CK_NONE && (r->findings[i].rule & PATH_RULES) && (!only || only[i]))
             q[nqueries++] = (ck_key){ r->findings[i].path_seq, 0, (uint32_t)i };
     qsort(q, nqueries, sizeof *q, vt__ck_cmp_key);   /* by seq, then finding */
 
@@ -330,5 +330,94 @@ int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
     free(g.e);
     free(g.queue);
     vt__u64map_free(&g.pairs);
+    return rc;
+}
+
+/* Whether a path of f names something that holds its tensor: more than the
+ * tensor and its storage. */
+static int names_a_holder(const vt__check_finding *f)
+{
+    for (size_t p = 0; p < f->npaths; p++)
+        if (f->paths[p].nsteps > 2)
+            return 1;
+    return 0;
+}
+
+static void free_paths(vt__check_path *paths, size_t n)
+{
+    for (size_t p = 0; p < n; p++)
+        free(paths[p].steps);
+    free(paths);
+}
+
+/* The last seq before storage sti's free (free_seq) at which a tensor of it
+ * was alive: the seq before its last tensor's drop (a tensor kept by C++
+ * alone, a graph's saved one, drops when the graph goes, just before the
+ * storage is freed); 0 when none was alive after `after`. */
+static uint64_t last_alive_seq(const ck_model *m, uint32_t sti, uint64_t after, uint64_t free_seq)
+{
+    uint64_t last = 0;
+    for (uint32_t t = m->st[sti].first_tensor; t != CK_NONE; t = m->nodes[t].next_bound) {
+        const ck_node *n = &m->nodes[t];
+        uint64_t until = n->dropped && n->drop_seq < free_seq ? n->drop_seq : free_seq;
+        if (until > after + 1 && until - 1 > last)
+            last = until - 1;
+    }
+    return last;
+}
+
+int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
+                 const vt__check_options *opt)
+{
+    int rc = sweep(m, r, fst, opt, NULL);
+    /* A freed lingering storage whose holders were not known yet when it
+     * became a finding: a walk starts from a tensor once it is stale, at a
+     * mark or a tick after its last use, and lingering begins at about that
+     * time (a program without marks: a second after its last use), so the
+     * state then often has the tensor and no holder yet (word_language_model
+     * with its hidden state never detached: every one of 3,369 findings).
+     * Asked again at the last moment a tensor of it lived: what held it
+     * until then, kept where it names a holder. */
+    size_t n = r->nfindings, again = 0;
+    uint8_t *ask = rc || !n ? NULL : calloc(n, 1);
+    vt__check_path **was = ask ? calloc(n, sizeof *was) : NULL;
+    size_t *nwas = was ? calloc(n, sizeof *nwas) : NULL;
+    if (!rc && n && !nwas)
+        rc = -ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        vt__check_finding *f = &r->findings[i];
+        if (fst[i] == CK_NONE || f->rule != VT_CHECK_RULE_LINGER || !f->free_seq ||
+            f->path_seq != f->linger_from_seq || names_a_holder(f))
+            continue;
+        uint64_t at = last_alive_seq(m, fst[i], f->path_seq, f->free_seq);
+        if (!at)
+            continue;
+        was[i] = f->paths;
+        nwas[i] = f->npaths;
+        f->paths = NULL;
+        f->npaths = 0;
+        f->path_seq = at;
+        ask[i] = 1;
+        again++;
+    }
+    if (!rc && again)
+        rc = sweep(m, r, fst, opt, ask);
+    for (size_t i = 0; ask && i < n; i++) {
+        vt__check_finding *f = &r->findings[i];
+        if (!ask[i])
+            continue;
+        if (!rc && names_a_holder(f)) {
+            free_paths(was[i], nwas[i]);
+            f->paths_before_free = 1;
+            continue;
+        }
+        free_paths(f->paths, f->npaths);   /* none named then either: as it was */
+        f->paths = was[i];
+        f->npaths = nwas[i];
+        f->path_seq = f->linger_from_seq;
+    }
+    free(ask);
+    free(was);
+    free(nwas);
     return rc;
 }
