@@ -633,6 +633,37 @@ def test_autograd_saved_tensor_is_named(fake):
     assert any(p.startswith("list [0] -> ") or p.startswith("frame ") for p in paths), paths
 
 
+@pytest.mark.parametrize("near", [8, 0], ids=["near", "newest first only"])
+def test_a_saved_tensor_under_a_deep_graph_is_found_from_the_op_that_saved_it(
+        fake, monkeypatch, near):
+    """A graph kept across batches is thousands of nodes. Walked from the
+    newest tensor down within its budget, the node that saved an early
+    tensor is never reached; the tensors recorded right after it, the
+    outputs of the op that saved it, lead there in one step (their grad_fn):
+    looked at first (_walks._NEAR_TENSORS). Here a budget without a deadline
+    and a chain of 3,000 nodes, newer than the node, that spends it."""
+    from vramtrace.torch import _walks
+    monkeypatch.setattr(_walks._GradGraphWalk, "_more", lambda self: self.budget > 0)
+    monkeypatch.setattr(_walks, "_NEAR_TENSORS", near)
+    with vtt.track(walk_fraction=None) as tr:
+        w = torch.randn(4, 4, requires_grad=True)
+        vtt.mark("step 0")
+        a = torch.randn(4, 4)
+        first = a @ w               # MmBackward0 saves `a`
+        ia = tr.tensor_id(a)
+        del a
+        y = first
+        for _ in range(3000):
+            y = y + 1               # AddBackward0 nodes, newer than MmBackward0
+        kept = [first, y]
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+    paths = fake.paths_to(ia)
+    found = any("MmBackward0 SavedTensor 'self' of MmBackward0" in p for p in paths)
+    assert found == (near > 0), paths
+    del kept
+
+
 def test_the_fake_library_is_recorded_through_the_c_path_users_run(fake):
     with vtt.track() as tr:
         x = torch.ones(3) + 1

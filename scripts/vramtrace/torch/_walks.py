@@ -30,6 +30,9 @@ _MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the
 _GROWING_LINE = 3
 _GROWING_WALKED = 4
 _GROWING_WALKED_ALL = 128
+# The tensors recorded right after an orphan whose grad_fn is looked at first
+# (Tracker._autograd_edges): the outputs of the op that saved it.
+_NEAR_TENSORS = 8
 
 
 # --------------------------------------------------------------------------
@@ -650,6 +653,74 @@ class _Walks:
         stands: Set[NodeKey] = set()
         graph = _GradGraphWalk(deadline=deadline, clock=clock)
         edges = graph.edges
+
+        def visit(node: Any, nkey: NodeKey) -> None:
+            """The edges from ``node`` to the wanted tensors it keeps."""
+            tname = type(node).__name__
+            # a leaf's gradient accumulator keeps the leaf itself: an
+            # input made to require grad (a gradient penalty's mix of
+            # real and fake) lives as long as a graph that reaches it
+            if tname == "AccumulateGrad":
+                leaf = getattr(node, "variable", None)
+                if isinstance(leaf, _torch.Tensor):
+                    k = by_obj.get(id(leaf))
+                    if k is not None:
+                        edges.append(Edge(nkey, k, "variable"))
+                del leaf
+            # an autograd.Function's (a compiled model's backward among
+            # them): ctx.save_for_backward's tensors, read without
+            # unpacking (a SavedTensor's data), those with no hook only
+            for i, raw in enumerate(_function_saved(node)):
+                info = _storage_info(raw.data)
+                for o in (want.get(info[2], []) if info is not None else []):
+                    edges.append(Edge(nkey, o, f"saved_tensors[{i}] of {tname}"))
+            for attr in _saved_attrs(type(node)):
+                if _unpacks_through_a_hook(node, attr):
+                    continue
+                try:
+                    val = getattr(node, attr)
+                except Exception:
+                    continue
+                vals = val if isinstance(val, (list, tuple)) else (val,)
+                for v in vals:
+                    if isinstance(v, _torch.Tensor):
+                        same = by_obj.get(id(v))
+                        info = _storage_info(v) if same is None else None
+                        held = [same] if same is not None else \
+                            want.get(info[2], []) if info is not None else []
+                        if not held and info is not None and info[2] in kept:
+                            k = self._saved_tensor_of(kept[info[2]], node, attr[7:], tname)
+                            stands.add(k)
+                            held = [k]
+                        label = f"SavedTensor '{attr[7:]}' of {tname}"
+                        edges.extend(Edge(nkey, o, label) for o in held)
+
+        # First the nodes of the ops that ran right after each orphan's: the
+        # op that saved a tensor mostly took it as an input and made the
+        # next tensors, whose grad_fn is that node. Walked from the newest
+        # tensor down, a graph kept across batches (an LSTM's hidden state
+        # never detached) is thousands of nodes, and a bounded walk never
+        # reached the nodes of the first batches.
+        near_done: Set[int] = set()
+        anchors = [k[1] for k in orphans]
+        anchors += [r.tid for srec in kept.values() for r in srec.tids if r.tid]
+        for anchor in anchors:
+            for tid in range(anchor + 1, anchor + 1 + _NEAR_TENSORS):
+                rec = self._by_tid.get(tid)
+                t = rec.ref() if rec is not None and rec.ref is not None else None
+                fn = t.grad_fn if t is not None else None
+                del t
+                if fn is None or id(fn) in near_done:
+                    continue
+                if not graph._more():   # the walk's budget, shared with the search below
+                    break
+                graph.budget -= 1
+                near_done.add(id(fn))
+                nkey: NodeKey = ("g", id(fn))
+                graph.nodes[nkey] = fn
+                edges.append(Edge(("t", tid), nkey, "grad_fn"))
+                visit(fn, nkey)
+                del fn
         for rec in _newest_first(self._by_tid):
             t = rec.ref() if rec.ref is not None else None
             if t is None:
@@ -668,44 +739,10 @@ class _Walks:
             if fn is None:
                 continue
             for node, nkey in graph.new_nodes(fn, root):
-                tname = type(node).__name__
-                # a leaf's gradient accumulator keeps the leaf itself: an
-                # input made to require grad (a gradient penalty's mix of
-                # real and fake) lives as long as a graph that reaches it
-                if tname == "AccumulateGrad":
-                    leaf = getattr(node, "variable", None)
-                    if isinstance(leaf, _torch.Tensor):
-                        k = by_obj.get(id(leaf))
-                        if k is not None:
-                            edges.append(Edge(nkey, k, "variable"))
-                    del leaf
-                # an autograd.Function's (a compiled model's backward among
-                # them): ctx.save_for_backward's tensors, read without
-                # unpacking (a SavedTensor's data), those with no hook only
-                for i, raw in enumerate(_function_saved(node)):
-                    info = _storage_info(raw.data)
-                    for o in (want.get(info[2], []) if info is not None else []):
-                        edges.append(Edge(nkey, o, f"saved_tensors[{i}] of {tname}"))
-                for attr in _saved_attrs(type(node)):
-                    if _unpacks_through_a_hook(node, attr):
-                        continue
-                    try:
-                        val = getattr(node, attr)
-                    except Exception:
-                        continue
-                    vals = val if isinstance(val, (list, tuple)) else (val,)
-                    for v in vals:
-                        if isinstance(v, _torch.Tensor):
-                            same = by_obj.get(id(v))
-                            info = _storage_info(v) if same is None else None
-                            held = [same] if same is not None else \
-                                want.get(info[2], []) if info is not None else []
-                            if not held and info is not None and info[2] in kept:
-                                k = self._saved_tensor_of(kept[info[2]], node, attr[7:], tname)
-                                stands.add(k)
-                                held = [k]
-                            label = f"SavedTensor '{attr[7:]}' of {tname}"
-                            edges.extend(Edge(nkey, o, label) for o in held)
+                if id(node) not in near_done:
+                    visit(node, nkey)
+                del node
+            del fn
         # Keep only the chains that end at a wanted tensor.
         return _chains_to({k for ks in want.values() for k in ks} | stands, graph.edges,
                           graph.nodes)
