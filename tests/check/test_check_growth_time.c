@@ -5,7 +5,8 @@
  * locals), with the same finding whether pass 1 retired its storages or
  * kept every record; a site allocating and freeing each iteration is not,
  * nor one buffer made again larger (a KV cache); a trace that is no observed
- * pool does not run it. With the tensors recorded (`run --track` of a
+ * pool does not run it, nor a cache filled and emptied per request whose
+ * live bytes at the window ends rise by their phase. With the tensors recorded (`run --track` of a
  * program that makes no optimizer step), a graph kept across batches, used
  * again by every backward, grows by time and its finding names what holds
  * it; results collected untouched for the end only when growth is asked. */
@@ -135,6 +136,57 @@ TEST(a_buffer_made_again_larger_is_no_growth_by_time)
     synth y;
     cache_loop(&y);
     assert_clean_by_time(&y);
+}
+
+/* Requests of 100 ms, each filling a cache one block every 6.25 ms (16
+ * blocks of 64 KiB) and emptying it at its end, over 21 requests: the 20
+ * windows of the trace are 105 ms, so each window's end falls 5 ms later
+ * into its request than the one before, and the cache's live bytes at the
+ * window ends rise through the run (hf_decode.py's fixed twin under plain
+ * `run`, once under load: 648 to 848 KiB). No block lives past its
+ * request: no growth. With one block of each request kept to the end of
+ * the loop (`keep`), they pile up: growth. */
+static void requests(synth *y, int keep)
+{
+    synth_init(y);
+    st_setup = synth_stack(y, "load_weights", "main", NULL);
+    st_kept = synth_stack(y, "cache_update", "decode", "main", NULL);
+    y->s.meta.flags |= VT_META_POOL_OBSERVED;
+    synth_alloc(y, W_ADDR, 8 * MiB, st_setup);
+    for (uint64_t r = 0; r < 21; r++) {
+        uint64_t base = KEPT_ADDR + r * 0x1000000;
+        for (uint64_t k = 0; k < 16; k++) {
+            synth_tick(y, 6250000);
+            synth_alloc(y, base + k * 0x10000, 64 * 1024, st_kept);
+        }
+        for (uint64_t k = keep ? 1 : 0; k < 16; k++)
+            synth_free(y, base + k * 0x10000);
+    }
+    synth_tick(y, 1000000);
+    for (uint64_t r = 0; keep && r < 21; r++)   /* the kept ones let go at the end */
+        synth_free(y, KEPT_ADDR + r * 0x1000000);
+    synth_tick(y, 5000000);
+}
+
+TEST(a_cache_filled_and_emptied_per_request_is_no_growth_at_drifting_window_ends)
+{
+    for (int keep_records = 0; keep_records <= 1; keep_records++) {
+        synth y;
+        requests(&y, 0);
+        vt__check_report *r = check_keep(&y, keep_records);
+        ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
+        ASSERT_CLEAN(r, &y);
+        vt__check_report_free(r);
+        synth_fini(&y);
+        requests(&y, 1);
+        r = check_keep(&y, keep_records);
+        size_t growth = 0;
+        for (size_t i = 0; i < r->nfindings; i++)
+            growth += r->findings[i].rule == VT_CHECK_RULE_GROWTH;
+        ASSERT_MSG(growth == 1, "keep_records %d: %zu growth findings", keep_records, growth);
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
 }
 
 /* Not an observed pool (a native program of its own): no growth by time,

@@ -84,8 +84,10 @@ typedef struct ck_site {
     int8_t first_device;
     /* GROWTH by time (ck_model.nwin > 0): its retired storages' bytes alive
      * at each window's end, as differences (nwin + 1 of them), then their
-     * count the same way (nwin + 1 more), and the first of them that counted
-     * there (lowest ord), which a finding shows. */
+     * count the same way (nwin + 1 more), then, for each window a storage
+     * started to count at, the latest window any of those stopped at (nwin
+     * + 1 more: how long the storages made then were kept), and the first of
+     * them that counted there (lowest ord), which a finding shows. */
     int64_t *win;
     ck_storage win_first;
 } ck_site;
