@@ -208,6 +208,39 @@ TEST(a_lingering_tensor_no_walk_found_a_holder_of_says_so)
     synth_fini(&y);
 }
 
+/* A graph kept by a module's global, reached also from a tensor nothing
+ * recorded holds (an output another node saved, held from C++) by a
+ * shorter chain: the path shown first names the global. */
+TEST(a_named_root_is_shown_before_a_tensor_nothing_is_seen_holding)
+{
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_new_tensor(&y, 80, ACT1, MiB, "gates", st_fwd);
+            synth_new_tensor(&y, 81, ACT2, 4, "out", st_fwd);     /* held from C++ */
+            synth_new_tensor(&y, 82, ACT2 + 4096, 4, "hidden", st_fwd);
+            synth_holder(&y, 83, "module __main__");
+            synth_holder(&y, 84, "LstmBackward0");
+            synth_holder(&y, 85, "StackBackward0");
+            synth_ref(&y, 84, 80, "SavedTensor 'gates' of LstmBackward0");
+            synth_ref(&y, 81, 84, "grad_fn");
+            synth_ref(&y, 85, 84, "next_functions[0]");
+            synth_ref(&y, 82, 85, "grad_fn");
+            synth_ref(&y, 83, 82, ".hidden");
+        }
+    }
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, ACT1);
+    ASSERT(f != NULL);
+    ASSERT_EQ(f->npaths, 2);
+    ASSERT_MSG(!strncmp(path_text(f, 0), "module __main__.hidden", 22), "%s", path_text(f, 0));
+    ASSERT_MSG(!strncmp(path_text(f, 1), "tensor 'out'.grad_fn", 20), "%s", path_text(f, 1));
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
 {
     /* Lightning's optimizer_step(model=, closure=) keeps a keyword-argument

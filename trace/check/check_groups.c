@@ -282,13 +282,15 @@ static int key_without_holder(const char *key)
 }
 
 /* A group whose holder chain starts inside an autograd graph, or was cut
- * before its root ("…"): the walk reached its tensors from a node or a
- * tensor nothing named holds, where another chain of the same graph found
- * the root. */
+ * before its root ("…"), or a graph's whose root is a tensor nothing
+ * recorded holds (held from C++): the walk reached its tensors from a node
+ * or a tensor nothing named holds, where another chain of the same graph
+ * found the root. */
 static int key_without_root(const char *key)
 {
     const char *path = third_part(key);
-    return !strncmp(path, "\xe2\x80\xa6 ", 4) || !strncmp(path, "(autograd nodes)", 16);
+    return !strncmp(path, "\xe2\x80\xa6 ", 4) || !strncmp(path, "(autograd nodes)", 16) ||
+           (is_graph_key(key) && !strncmp(path, "tensor '", 8));
 }
 
 static int group_cmp_bytes(const void *a, const void *b)

@@ -31,8 +31,12 @@ _GROWING_LINE = 3
 _GROWING_WALKED = 4
 _GROWING_WALKED_ALL = 128
 # The tensors recorded right after an orphan whose grad_fn is looked at first
-# (Tracker._autograd_edges): the outputs of the op that saved it.
+# (Tracker._autograd_edges): the outputs of the op that saved it; at most
+# _NEAR_VISITS such nodes a walk, besides the graph walk's own budget (a
+# snapshot's walk of thousands of stale tensors spent that budget here, and
+# its walk from the newest tensors no longer reached the graph's holder).
 _NEAR_TENSORS = 8
+_NEAR_VISITS = 256
 
 
 # --------------------------------------------------------------------------
@@ -329,7 +333,8 @@ class _Walks:
         that pile up on a parameter, each using its own closure's tensor),
         so no mark walks it, and the checker's growth rule would name the
         line but not what keeps its storages. The oldest few of each such
-        line (those a growth finding shows), a bounded number in all."""
+        line (those a growth finding shows) and its newest, a bounded number
+        in all."""
         by_line: Dict[str, List[_StorageRec]] = {}
         for srec in self._storages.values():     # oldest first: dicts keep order
             if srec.last_epoch < threshold:
@@ -343,7 +348,10 @@ class _Walks:
         for line, srecs in by_line.items():
             if len(srecs) < _GROWING_LINE or "(" not in line:
                 continue
-            for srec in srecs[:_GROWING_WALKED]:
+            # and the newest: what the program's variables hold now (a loop
+            # at module level keeps its last batch's output in a global,
+            # whose graph keeps every batch's: the holder a chain names)
+            for srec in srecs[:_GROWING_WALKED] + srecs[-1:]:
                 for rec in srec.tids:
                     t = rec.ref() if rec.ref is not None and rec.tid else None
                     if t is not None and ("t", rec.tid) not in starts:
@@ -705,6 +713,8 @@ class _Walks:
         anchors = [k[1] for k in orphans]
         anchors += [r.tid for srec in kept.values() for r in srec.tids if r.tid]
         for anchor in anchors:
+            if len(near_done) >= _NEAR_VISITS:
+                break
             for tid in range(anchor + 1, anchor + 1 + _NEAR_TENSORS):
                 rec = self._by_tid.get(tid)
                 t = rec.ref() if rec is not None and rec.ref is not None else None
@@ -712,9 +722,8 @@ class _Walks:
                 del t
                 if fn is None or id(fn) in near_done:
                     continue
-                if not graph._more():   # the walk's budget, shared with the search below
+                if len(near_done) >= _NEAR_VISITS:
                     break
-                graph.budget -= 1
                 near_done.add(id(fn))
                 nkey: NodeKey = ("g", id(fn))
                 graph.nodes[nkey] = fn
