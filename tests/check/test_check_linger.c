@@ -215,6 +215,17 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     synth_fini(&y);
 }
 
+/* f's first chain names `holder`, and the text report says when it was read. */
+static void assert_first_chain(const vt__check_report *r, const synth *y,
+                               const vt__check_finding *f, const char *holder, const char *when)
+{
+    ASSERT_GE(f->npaths, 1);
+    char path[1024];
+    vt__check_path_format(&f->paths[0], path, sizeof path);
+    ASSERT_STR_CONTAINS(path, holder);
+    assert_rendered_says(r, y, 0, when);
+}
+
 /* A freed storage that lingered before any walk had found its holder: a
  * walk starts from a tensor once it is stale, so the state when lingering
  * began has the tensor and nothing holding it. The holder a later walk
@@ -242,11 +253,7 @@ TEST(a_freed_storage_whose_holder_a_later_walk_found_is_shown_held_until_freed)
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT(f->free_seq != 0);
     ASSERT(f->paths_before_free);
-    ASSERT_GE(f->npaths, 1);
-    char path[1024];
-    vt__check_path_format(&f->paths[0], path, sizeof path);
-    ASSERT_STR_CONTAINS(path, "module __main__.kept");
-    assert_rendered_says(r, &y, 0, "held by (before it was freed):");
+    assert_first_chain(r, &y, f, "module __main__.kept", "held by (before it was freed):");
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -273,10 +280,7 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
     ASSERT(f != NULL);
     ASSERT(!f->paths_before_free);
     ASSERT_EQ(f->path_seq, f->linger_from_seq);
-    char path[1024];
-    vt__check_path_format(&f->paths[0], path, sizeof path);
-    ASSERT_STR_CONTAINS(path, "module __main__.kept");
-    assert_rendered_says(r, &y, 0, "held by (when it became a finding):");
+    assert_first_chain(r, &y, f, "module __main__.kept", "held by (when it became a finding):");
     vt__check_report_free(r);
     synth_fini(&y);
 }
