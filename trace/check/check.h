@@ -580,6 +580,13 @@ size_t vt__check_path_format(const vt__check_path *p, char *buf, size_t len);
  * The report's text and the HTML page show paths so; keys and JSON whole. */
 size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t len);
 
+/*! vt__check_paths_name_no_holder() :
+ * Whether every path of finding `x` is its tensor's own hop to the storage
+ * (0 where it has none): the holder walks reached nothing that refers to
+ * the tensor (it is held from C++, or was freed before a walk got to its
+ * holder). */
+int vt__check_paths_name_no_holder(const vt__check_finding *x);
+
 /*! vt__check_paths_when() :
  * When finding `x`'s holder chains were seen, as the report and the HTML
  * page say it: "at the end", "when it became a finding", and each rule's

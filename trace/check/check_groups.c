@@ -318,6 +318,16 @@ static void merge_lines(ck_group *dst, const ck_group *src)
         add_line(dst, src->lines[i]);
 }
 
+/* Group k counted in group j, its lines too; k left empty. */
+static void join(ck_group *g, uint32_t *into, size_t k, size_t j)
+{
+    into[k] = (uint32_t)j;
+    g[j].count += g[k].count;
+    g[j].bytes += g[k].bytes;
+    merge_lines(&g[j], &g[k]);
+    g[k].count = 0;
+}
+
 /* The groups of r's findings, largest bytes first, and each finding's group
  * in group_of (when not NULL); NULL when out of memory. */
 ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_data *s,
@@ -393,10 +403,7 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
                     same = g[j].lines[l] == g[k].lines[0];
             if (!same)
                 continue;
-            into[k] = (uint32_t)j;
-            g[j].count += g[k].count;
-            g[j].bytes += g[k].bytes;
-            g[k].count = 0;
+            join(g, into, k, j);
             break;
         }
         /* no root named anywhere: the rootless chains of its rule and line
@@ -405,10 +412,7 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
             if (!g[j].count || !key_without_root(g[j].key) || !g[j].nlines ||
                 g[j].lines[0] != g[k].lines[0] || strncmp(g[j].key, g[k].key, rule_len))
                 continue;
-            into[k] = (uint32_t)j;
-            g[j].count += g[k].count;
-            g[j].bytes += g[k].bytes;
-            g[k].count = 0;
+            join(g, into, k, j);
         }
     }
     /* The tensors a list keeps are one cause with the graphs they keep: a
@@ -428,11 +432,7 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
             const char *root = third_part(g[j].key);
             if (strncmp(root, path, plen) || strcmp(root + plen, ".grad_fn"))
                 continue;
-            into[k] = (uint32_t)j;
-            g[j].count += g[k].count;
-            g[j].bytes += g[k].bytes;
-            merge_lines(&g[j], &g[k]);
-            g[k].count = 0;
+            join(g, into, k, j);
             break;
         }
     }

@@ -164,6 +164,18 @@ size_t vt__check_path_format_folded(const vt__check_path *p, char *buf, size_t l
     return path_format(p, buf, len, 1);
 }
 
+int vt__check_paths_name_no_holder(const vt__check_finding *x)
+{
+    if (!x->npaths)
+        return 0;
+    for (size_t p = 0; p < x->npaths; p++) {
+        const vt__check_path *q = &x->paths[p];
+        if (q->nsteps != 2 || q->steps[0].kind != VT_CHECK_NODE_TENSOR || q->cycle || q->truncated)
+            return 0;
+    }
+    return 1;
+}
+
 const char *vt__check_paths_when(const vt__check_finding *x)
 {
     return x->path_seq == UINT64_MAX         ? "at the end"

@@ -339,14 +339,10 @@ static int sweep(ck_model *m, vt__check_report *r, const uint32_t *fst,
     return rc;
 }
 
-/* Whether a path of f names something that holds its tensor: more than the
- * tensor and its storage. */
+/* Whether a path of f says what holds its tensor. */
 static int names_a_holder(const vt__check_finding *f)
 {
-    for (size_t p = 0; p < f->npaths; p++)
-        if (f->paths[p].nsteps > 2)
-            return 1;
-    return 0;
+    return f->npaths && !vt__check_paths_name_no_holder(f);
 }
 
 static void free_paths(vt__check_path *paths, size_t n)

@@ -150,20 +150,6 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 
 #define GROUPS_SHOWN 20
 
-/* Whether every path of a finding is its tensor's own hop to the storage:
- * the holder walks reached nothing that refers to the tensor (it is held
- * from C++, or was freed before a walk got to its holder). */
-static int names_no_holder(const vt__check_finding *x)
-{
-    if (!x->npaths)
-        return 0;
-    for (size_t p = 0; p < x->npaths; p++) {
-        const vt__check_path *q = &x->paths[p];
-        if (q->nsteps != 2 || q->steps[0].kind != VT_CHECK_NODE_TENSOR || q->cycle || q->truncated)
-            return 0;
-    }
-    return 1;
-}
 
 #define NO_HOLDER_FOUND "no holder found (no object the holder walks reached refers to the " \
                         "tensor: it is held from C++, or a walk had not reached its holder yet)"
@@ -252,9 +238,10 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                         g[k].nlines == 2 ? "" : "s");
             else
                 fprintf(f, "     tensor '%s'\n", owner);
-            const char *held = !*path                               ? "(no holder recorded)"
-                               : names_no_holder(&r->findings[g[k].first]) ? NO_HOLDER_FOUND
-                                                                           : path;
+            const char *held = !*path ? "(no holder recorded)"
+                               : vt__check_paths_name_no_holder(&r->findings[g[k].first])
+                                   ? NO_HOLDER_FOUND
+                                   : path;
             print_held_by(f, "     ", &g[k], held, (int)strlen(held));
             print_older(f, "     ", "at its lines", older[k], older[ng + k]);
             continue;
@@ -624,7 +611,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
             x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE ||
             x->rule == VT_CHECK_RULE_GROWTH) {
-            int no_holder = names_no_holder(x);   /* its paths then say nothing more */
+            int no_holder = vt__check_paths_name_no_holder(x);   /* its paths then say nothing more */
             if (!x->npaths && !x->ntensors)
                 /* PyTorch's blocks observed without track(): nothing to
                  * say who holds it, and nothing was dropped either */

@@ -333,8 +333,7 @@ class _Walks:
         that pile up on a parameter, each using its own closure's tensor),
         so no mark walks it, and the checker's growth rule would name the
         line but not what keeps its storages. The oldest few of each such
-        line (those a growth finding shows) and its newest, a bounded number
-        in all."""
+        line (those a growth finding shows), a bounded number in all."""
         by_line: Dict[str, List[_StorageRec]] = {}
         for srec in self._storages.values():     # oldest first: dicts keep order
             if srec.last_epoch < threshold:
@@ -348,10 +347,7 @@ class _Walks:
         for line, srecs in by_line.items():
             if len(srecs) < _GROWING_LINE or "(" not in line:
                 continue
-            # and the newest: what the program's variables hold now (a loop
-            # at module level keeps its last batch's output in a global,
-            # whose graph keeps every batch's: the holder a chain names)
-            for srec in srecs[:_GROWING_WALKED] + srecs[-1:]:
+            for srec in srecs[:_GROWING_WALKED]:
                 for rec in srec.tids:
                     t = rec.ref() if rec.ref is not None and rec.tid else None
                     if t is not None and ("t", rec.tid) not in starts:
@@ -712,24 +708,22 @@ class _Walks:
         near_done: Set[int] = set()
         anchors = [k[1] for k in orphans]
         anchors += [r.tid for srec in kept.values() for r in srec.tids if r.tid]
-        for anchor in anchors:
+        near = (tid for anchor in anchors for tid in range(anchor + 1, anchor + 1 + _NEAR_TENSORS))
+        for tid in near:
             if len(near_done) >= _NEAR_VISITS:
                 break
-            for tid in range(anchor + 1, anchor + 1 + _NEAR_TENSORS):
-                rec = self._by_tid.get(tid)
-                t = rec.ref() if rec is not None and rec.ref is not None else None
-                fn = t.grad_fn if t is not None else None
-                del t
-                if fn is None or id(fn) in near_done:
-                    continue
-                if len(near_done) >= _NEAR_VISITS:
-                    break
-                near_done.add(id(fn))
-                nkey: NodeKey = ("g", id(fn))
-                graph.nodes[nkey] = fn
-                edges.append(Edge(("t", tid), nkey, "grad_fn"))
-                visit(fn, nkey)
-                del fn
+            rec = self._by_tid.get(tid)
+            t = rec.ref() if rec is not None and rec.ref is not None else None
+            fn = t.grad_fn if t is not None else None
+            del t
+            if fn is None or id(fn) in near_done:
+                continue
+            near_done.add(id(fn))
+            nkey: NodeKey = ("g", id(fn))
+            graph.nodes[nkey] = fn
+            edges.append(Edge(("t", tid), nkey, "grad_fn"))
+            visit(fn, nkey)
+            del fn
         for rec in _newest_first(self._by_tid):
             t = rec.ref() if rec.ref is not None else None
             if t is None:

@@ -490,13 +490,14 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
     return out;
 }
 
-/* The observer's arguments (func, args: tuple, out, facts: bytes, last: int)
- * read into *obs (its facts, when they are whole records) and *last; -1 with
- * a TypeError naming `call` when they are not. */
-static int observer_args(PyObject *const *argv, Py_ssize_t nargs, const char *call,
-                         Observed *obs, PyObject **last)
+/* The observer's arguments (func, args: tuple, out, facts: bytes, last: int,
+ * and up to `more` after them, the caller's to read) read into *obs (its
+ * facts, when they are whole records) and *last; -1 with a TypeError naming
+ * `call` when they are not. */
+static int observer_args(PyObject *const *argv, Py_ssize_t nargs, Py_ssize_t more,
+                         const char *call, Observed *obs, PyObject **last)
 {
-    if (nargs < 5 || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
+    if (nargs < 5 || nargs > 5 + more || !PyTuple_Check(argv[1]) || !PyBytes_Check(argv[3]) ||
         !PyLong_Check(argv[4])) {
         PyErr_SetString(PyExc_TypeError, call);
         return -1;
@@ -521,13 +522,9 @@ PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
     Observed obs = {0};
     PyObject *seq;
-    static const char call[] = "observed(func, args: tuple, out, facts: bytes, seq: int)";
-    if (observer_args(argv, nargs, call, &obs, &seq) < 0)
+    if (observer_args(argv, nargs, 0, "observed(func, args: tuple, out, facts: bytes, seq: int)",
+                      &obs, &seq) < 0)
         return NULL;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, call);
-        return NULL;
-    }
     obs.seq = PyLong_AsLongLong(seq);
     if (obs.seq == -1 && PyErr_Occurred())
         return NULL;
@@ -551,10 +548,10 @@ PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs
     PyObject *stack_obj;
     static const char call[] =
         "observed_engine(func, args: tuple, out, facts: bytes, stack: int[, storage_uses: bytes])";
-    if (observer_args(argv, nargs, call, &obs, &stack_obj) < 0)
+    if (observer_args(argv, nargs, 1, call, &obs, &stack_obj) < 0)
         return NULL;
-    if (nargs > 6 || (nargs == 6 && (!PyBytes_Check(argv[5]) ||
-                                     PyBytes_GET_SIZE(argv[5]) % (2 * sizeof(uint64_t))))) {
+    if (nargs == 6 && (!PyBytes_Check(argv[5]) ||
+                       PyBytes_GET_SIZE(argv[5]) % (2 * sizeof(uint64_t)))) {
         PyErr_SetString(PyExc_TypeError, call);
         return NULL;
     }
