@@ -274,6 +274,7 @@ def _container_labels(container: Any, child: Any) -> List[str]:
 
 
 _CO_OPTIMIZED = 0x0001   # inspect.CO_OPTIMIZED: a function's fast locals
+_LOCAL_ITEMS = 16        # items of a local tuple or list indexed (_Locals)
 
 
 class _Locals:
@@ -294,6 +295,11 @@ class _Locals:
         _gc_hold.program_read()
         self.by_id: Dict[int, List[Tuple[int, str, str]]] = {}
         self.frames: Dict[int, str] = {}
+        # The tuples and lists locals hold (up to _LOCAL_ITEMS items), by
+        # the id of each item: what a walk cut off before its first heap
+        # pass can still name (an RNN's state, a (h, c) tuple in a local).
+        self.containers: Dict[int, Any] = {}
+        self.in_container: Dict[int, List[int]] = {}
         tracing = sys.gettrace() is not None or sys.getprofile() is not None
         me = threading.get_ident()
         for tid, frame in list(sys._current_frames().items()):
@@ -321,6 +327,12 @@ class _Locals:
         try:
             for name, value in list(loc.items()):
                 self.by_id.setdefault(id(value), []).append((id(f), name, where))
+                if type(value) in (tuple, list) and 0 < len(value) <= _LOCAL_ITEMS \
+                        and id(value) not in self.containers:
+                    self.containers[id(value)] = value
+                    for item in list(value):
+                        self.in_container.setdefault(id(item), []).append(id(value))
+                    del item
                 del value
         finally:
             # A module's or class body's f_locals is its namespace: never touched.
@@ -447,11 +459,13 @@ class _Walker:
             self.next_level.append(key)
         locals_ix = _Locals(self.skip) if use_frames else None
         if locals_ix is not None:
-            self.ignore.add(id(locals_ix.by_id))
+            self.ignore.update((id(locals_ix.by_id), id(locals_ix.containers)))
             self.running = set(locals_ix.frames)
         while self.next_level:
             if deadline is not None and clock() > deadline:
                 self.res.cut_off = True
+                if locals_ix is not None and not self.res.levels:
+                    self.frames_only(locals_ix)
                 break
             self.level[:] = self.next_level
             del self.next_level[:]
@@ -463,6 +477,23 @@ class _Walker:
         self.level.clear()
         self.fold()
         return self.res
+
+    def frames_only(self, locals_ix: "_Locals") -> None:
+        """A walk cut off before its first heap pass: its starts' holders
+        among the running frames' locals alone, read without one (a start
+        a local holds, or an item of a tuple or list a local holds)."""
+        for key in list(self.next_level):
+            self.frame_edges(locals_ix, key)
+            oid = self.obj_of[key]
+            obj = self.held.get(oid)
+            for cid in locals_ix.in_container.get(oid, ()):
+                c = locals_ix.containers[cid]
+                for label in _container_labels(c, obj):
+                    ckey = self.add(c, key, label)
+                    if ckey is not None:
+                        self.frame_edges(locals_ix, ckey)
+                del c
+            del obj
 
     def frame_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
         for fid, name, where in locals_ix.by_id.get(self.obj_of[key], ()):

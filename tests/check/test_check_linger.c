@@ -285,6 +285,47 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
     synth_fini(&y);
 }
 
+/* A graph kept across batches is held by the latest batch's output, a
+ * local of the training loop that the next batch replaces: the walk after
+ * the storage became a finding found the graph and the local holding its
+ * top tensor; by the last moment a tensor of the storage lived, that local
+ * held another tensor, and the chain then starts at the graph's node. It is
+ * shown as it was just before the local's tensor died, "before it was
+ * freed". */
+TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
+{
+    synth y;
+    setup(&y);
+    step(&y, 1);
+    const uint64_t at = 0x7f7400000000ull, loss_at = 0x7f7500000000ull;
+    synth_made(&y, 700, at, MiB, "output, hidden = rnn(x, hidden) (train.py:12, aten.mm out[0])",
+               st_fwd);
+    for (int i = 2; i <= 4; i++)
+        step(&y, i);
+    synth_made(&y, 702, loss_at, 512, "loss = criterion(output, y) (train.py:13)", st_fwd);
+    synth_holder(&y, 701, "ThnnFusedLstmCellBackward0");   /* a walk at step 4's end */
+    synth_holder(&y, 703, "frame");
+    synth_ref(&y, 701, 700, "SavedTensor 'hidden_gates' of ThnnFusedLstmCellBackward0");
+    synth_ref(&y, 702, 701, "grad_fn");
+    synth_ref(&y, 703, 702, "local 'loss' in train train.py:14");
+    step(&y, 5);
+    synth_drop(&y, 702);   /* the next batch's loss replaces it */
+    synth_free(&y, loss_at);
+    step(&y, 6);
+    synth_drop(&y, 700);
+    synth_free(&y, at);
+    step(&y, 7);
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, at);
+    ASSERT(f != NULL);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT(f->paths_before_free);
+    assert_first_chain(r, &y, f, "frame local 'loss' in train train.py:14 \xe2\x86\x92 tensor 'loss",
+                       "held by (before it was freed):");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(view_keeps_base_storage_fixed_is_clean)
 {
     assert_shape_is_clean(view_pins_base, 1);

@@ -241,6 +241,40 @@ TEST(a_named_root_is_shown_before_a_tensor_nothing_is_seen_holding)
     synth_fini(&y);
 }
 
+/* The same graph with a node nothing recorded holds on the shorter chain
+ * (an earlier batch's loss node, its loss tensor gone): the path shown
+ * first names the global, past that node. */
+TEST(a_named_root_is_shown_before_an_autograd_node_nothing_is_seen_holding)
+{
+    synth y;
+    setup(&y);
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i == 1) {
+            synth_new_tensor(&y, 90, ACT1, MiB, "gates", st_fwd);
+            synth_new_tensor(&y, 92, ACT2 + 4096, 4, "hidden", st_fwd);
+            synth_holder(&y, 93, "module __main__");
+            synth_holder(&y, 94, "LstmBackward0");
+            synth_holder(&y, 95, "StackBackward0");
+            synth_holder(&y, 96, "NllLossBackward0");   /* its loss tensor gone */
+            synth_ref(&y, 94, 90, "SavedTensor 'gates' of LstmBackward0");
+            synth_ref(&y, 96, 94, "next_functions[0]");
+            synth_ref(&y, 95, 94, "next_functions[0]");
+            synth_ref(&y, 92, 95, "grad_fn");
+            synth_ref(&y, 93, 92, ".hidden");
+        }
+    }
+    vt__check_report *r = check(&y, NULL);
+    const vt__check_finding *f = by_addr(r, ACT1);
+    ASSERT(f != NULL);
+    ASSERT_EQ(f->npaths, 2);
+    ASSERT_MSG(!strncmp(path_text(f, 0), "module __main__.hidden", 22), "%s", path_text(f, 0));
+    ASSERT_MSG(!strncmp(path_text(f, 1), "NllLossBackward0.next_functions[0]", 34), "%s",
+               path_text(f, 1));
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
 {
     /* Lightning's optimizer_step(model=, closure=) keeps a keyword-argument

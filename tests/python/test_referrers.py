@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 
+from vramtrace import _referrers
 from vramtrace._referrers import holder_name, walk_referrers
 
 
@@ -193,6 +194,28 @@ def test_frame_local_label_has_function_file_and_line():
     locals_ = [e.label for e in res.edges if e.src[0] == "f"]
     assert any(lb.startswith("local 'p' in test_frame_local_label_has_function_file_and_line "
                              "test_referrers.py:") for lb in locals_), locals_
+
+
+def test_a_walk_out_of_time_before_its_first_pass_still_names_the_frame_locals():
+    """A walk whose deadline passed before its first heap pass (a tick's,
+    after the walk from the stale tensors spent it) still names what the
+    running frames' locals hold: a start held by a local, and one held in a
+    tuple a local holds (an LSTM's (h, c) state), read without a pass; one
+    held by an object's list is not found (that takes a pass)."""
+    p, q = Payload(), Payload()
+    state = (p, q)
+    ctx = Context()
+    ctx.output_tensors.append(Payload())
+    res = walk_referrers({("t", 1): p, ("t", 2): q, ("t", 3): ctx.output_tensors[0]},
+                         lambda o: None, skip_files=(_referrers.__file__,),
+                         deadline=0.0, clock=lambda: 1.0)
+    assert res.cut_off and res.levels == 0
+    fn = "test_a_walk_out_of_time_before_its_first_pass_still_names_the_frame_locals"
+    assert any(c.startswith("frame") and f"local 'state' in {fn}" in c and "[1]" in c
+               for c in _chains(res, ("t", 2))), _chains(res, ("t", 2))
+    assert any(f"local 'p' in {fn}" in c for c in _chains(res, ("t", 1))), _chains(res, ("t", 1))
+    assert _chains(res, ("t", 3)) == ["tensor"], _chains(res, ("t", 3))
+    del state, ctx
 
 
 def _fail_holding(payload):

@@ -345,3 +345,35 @@ def test_word_language_models_lstm_graph_kept_across_batches_is_named_whole(tmp_
     assert all("SavedTensor '" in p for p in through), through
     assert any(p.startswith("module __main__.") for p in (g["path"] for g in js["groups"])), \
         js["groups"]
+
+
+def test_word_language_models_loop_inside_train_names_the_local_that_keeps_the_graph(tmp_path):
+    """tbptt_retain.py's ``lstm-train``: the same model with its loop inside
+    a function, as word_language_model's train() runs it, so that what
+    keeps each batch's graph is a local of the running loop, replaced every
+    batch, and the graph is freed when train() returns. Under `run --track`
+    the LSTM's tensors linger; their cause is a local of the loop's frames
+    whose grad_fn leads to the graph (it was '(autograd nodes) →
+    ThnnFusedLstmCellBackward0...': a tick's walk from the stale tensors
+    never reached what holds the graph's top tensor, which lives in C++,
+    and when they were freed that local had long been replaced). The fixed
+    twin is clean."""
+    script = os.path.join(HERE, "tbptt_retain.py")
+    with open(script) as f:
+        line = next(i for i, text in enumerate(f, 1) if "= rnn(emb(ids), hidden)" in text)
+    got = {}
+    for variant in ("leak", "fixed"):
+        snap = tmp_path / f"{variant}.vtsnap"
+        run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", str(snap), "--",
+             sys.executable, script, variant, "40", "lstm-train"], cwd=tmp_path)
+        got[variant] = json.loads(run([CLI, "check", "--json", str(snap)],
+                                      status=1 if variant == "leak" else 0))
+    assert got["fixed"]["findings"] == [], got["fixed"]["groups"]
+    js = got["leak"]
+    lingering = [f for f in js["findings"] if f["rule"] == "linger"]
+    assert lingering and all(f["freed"] for f in lingering), js["groups"]
+    assert all(any(fr["file"].endswith("tbptt_retain.py") and fr["line"] == line
+                   for fr in f["alloc"]["stack"]) for f in lingering[:50]), js["groups"]
+    cause = next(g["path"] for g in js["groups"] if g["rule"] == "linger")
+    assert re.match(r"frame local '\w+' in (lstm_batch|train) tbptt_retain\.py:\d+ \u2192 "
+                    r"(tuple\[[\d*]\] \u2192 )?tensor '[^']*'\.grad_fn \u2192", cause), js["groups"]

@@ -39,6 +39,7 @@ typedef struct graph {
     uint32_t *queue;
     size_t capq;
     uint64_t budget;        /* visits left for all searches together */
+    uint64_t *held_until;   /* per finding, or NULL: see root_held_until() */
 } graph;
 
 /* All searches together visit at most this many nodes; past it each search
@@ -190,16 +191,40 @@ static int on_chain(const ck_model *m, uint32_t x, uint32_t y)
     return 0;
 }
 
+/* A holder named by its type alone: a container's. */
+static int bare_container(const char *name)
+{
+    static const char *const bare[] = { "dict", "list", "tuple", "set", "frozenset", "deque",
+                                        "cell" };
+    for (size_t i = 0; i < sizeof bare / sizeof *bare; i++)
+        if (!strcmp(name, bare[i]))
+            return 1;
+    return 0;
+}
+
+/* Whether an edge's label is a hop inside an autograd graph: from a node to
+ * the next, or to a tensor it saved (a node nothing recorded holds is held
+ * by a tensor's grad_fn, or by the node of a later op). */
+static int graph_hop(const char *label)
+{
+    static const char *const hops[] = { "next_functions[", "SavedTensor ", "saved_tensors[",
+                                        "variable" };
+    for (size_t i = 0; i < sizeof hops / sizeof *hops; i++)
+        if (!strncmp(label, hops[i], strlen(hops[i])))
+            return 1;
+    return 0;
+}
+
 /* A root that says nothing of who holds it: a tensor, or a bare container
  * (its holder name is its type's), found with no referrer. Such a container is held
  * where the walk cannot look: a call's keyword arguments on a running
  * frame's value stack (Lightning's `optimizer_step(model=, closure=)`), a C
  * extension's field. Its path names only what it leads through, so a named
- * root (a module, a class, a frame's local) is shown before it. */
+ * root (a module, a class, a frame's local) is shown before it. So is an
+ * autograd node nothing recorded holds: the graph it is in is held by a tensor
+ * whose grad_fn leads there, which a longer chain may name. */
 static int anonymous_root(const ck_model *m, uint32_t x)
 {
-    static const char *const bare[] = { "dict", "list", "tuple", "set", "frozenset", "deque",
-                                        "cell" };
     const ck_node *n = &m->nodes[x];
     /* a tensor nothing recorded holds is held from C++ (a graph's output
      * another node saved): a chain through its grad_fn reaches a graph a
@@ -209,16 +234,30 @@ static int anonymous_root(const ck_model *m, uint32_t x)
         return 1;
     if (n->kind != VT_CHECK_NODE_HOLDER)
         return 0;
-    const char *name = vt__ck_string(m->s, n->name);
-    for (size_t i = 0; i < sizeof bare / sizeof *bare; i++)
-        if (!strcmp(name, bare[i]))
-            return 1;
-    return 0;
+    return bare_container(vt__ck_string(m->s, n->name)) ||
+           graph_hop(vt__ck_string(m->s, n->plabel));
+}
+
+/* The latest moment before now at which root x (nothing live holds it
+ * now) still had a holder: the seq before the drop of the last tensor
+ * that held it (an autograd node: the tensor whose grad_fn it was); 0 if
+ * none did. */
+static uint64_t root_held_until(const graph *g, uint32_t x)
+{
+    const ck_model *m = g->m;
+    uint64_t until = 0;
+    for (uint32_t e = m->nodes[x].in_head; e != CK_NONE; e = g->e[e].next) {
+        const ck_node *src = &m->nodes[g->e[e].from];
+        if (src->kind == VT_CHECK_NODE_TENSOR && src->dropped && src->drop_seq > until + 1)
+            until = src->drop_seq - 1;
+    }
+    return until;
 }
 
 /* Breadth-first search backwards from storage sti, at the current moment.
  * Roots come shortest first, the named before the anonymous (above). */
-static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_options *opt)
+static int search(graph *g, vt__check_finding *f, size_t fi, uint32_t sti,
+                  const vt__check_options *opt)
 {
     ck_model *m = g->m;
     size_t nq = 0, head = 0;
@@ -256,6 +295,11 @@ static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_
         }
         if (has_in)
             continue;
+        if (g->held_until) {
+            uint64_t until = root_held_until(g, x);
+            if (until > g->held_until[fi])
+                g->held_until[fi] = until;
+        }
         if (anonymous_root(m, x)) {
             if (nanon < sizeof anon / sizeof *anon)
                 anon[nanon++] = x;
@@ -291,7 +335,7 @@ static int search(graph *g, vt__check_finding *f, uint32_t sti, const vt__check_
 /* The paths of the findings with a path rule (``only``: those it marks),
  * each at its path_seq: one sweep over the graph's operations in seq order. */
 static int sweep(ck_model *m, vt__check_report *r, const uint32_t *fst,
-                 const vt__check_options *opt, const uint8_t *only)
+                 const vt__check_options *opt, const uint8_t *only, uint64_t *held_until)
 {
     size_t nqueries = 0;
     for (size_t i = 0; i < r->nfindings; i++)
@@ -313,6 +357,7 @@ static int sweep(ck_model *m, vt__check_report *r, const uint32_t *fst,
     g.m = m;
     g.free_head = CK_NONE;
     g.budget = CK_VISIT_BUDGET;
+    g.held_until = held_until;
     int rc = vt__u64map_init(&g.pairs, m->nrefs ? m->nrefs : 16);
     for (size_t i = 0; i < m->nnodes; i++) {
         ck_node *n = &m->nodes[i];
@@ -326,7 +371,7 @@ static int sweep(ck_model *m, vt__check_report *r, const uint32_t *fst,
         /* The state at q.seq: every operation with seq <= q.seq applied. */
         while (qi < nqueries && (q[qi].seq < seq || i == m->ngops) && !rc) {
             uint32_t fi = q[qi].idx;
-            rc = search(&g, &r->findings[fi], fst[fi], opt);
+            rc = search(&g, &r->findings[fi], fi, fst[fi], opt);
             qi++;
         }
         if (i < m->ngops)
@@ -345,11 +390,92 @@ static int names_a_holder(const vt__check_finding *f)
     return f->npaths && !vt__check_paths_name_no_holder(f);
 }
 
+/* Whether a path starts at a root that says who holds it: not a tensor or a
+ * bare container (anonymous_root), nor an autograd node (its first hop is a
+ * graph's: what holds the graph is not known then). */
+static int named_root(const vt__check_path *p)
+{
+    const vt__check_step *st = &p->steps[0];
+    return !p->cycle && p->nsteps >= 2 && st->kind == VT_CHECK_NODE_HOLDER &&
+           !bare_container(st->name) && !graph_hop(st->label);
+}
+
+/* How much f's paths say of what holds its tensor: 2, a chain from a named
+ * root; 1, from an autograd node or a tensor nothing holds; 0, nothing. */
+static int holder_rank(const vt__check_finding *f)
+{
+    for (size_t p = 0; p < f->npaths; p++)
+        if (named_root(&f->paths[p]))
+            return 2;
+    return names_a_holder(f) ? 1 : 0;
+}
+
 static void free_paths(vt__check_path *paths, size_t n)
 {
     for (size_t p = 0; p < n; p++)
         free(paths[p].steps);
     free(paths);
+}
+
+/* The findings with a nonzero at[i] asked again at that seq; the new paths
+ * kept where they say more of the holder (holder_rank), and the finding then
+ * shows its paths "before it was freed"; the old ones otherwise. Each asked
+ * finding's root_held_until() for the new paths, kept or not, goes to
+ * until[i]. A negative errno, or 0. */
+static int ask_again(ck_model *m, vt__check_report *r, const uint32_t *fst,
+                     const vt__check_options *opt, const uint64_t *at, uint64_t *until)
+{
+    size_t n = r->nfindings, asked = 0;
+    for (size_t i = 0; i < n; i++)
+        asked += at[i] != 0;
+    if (!asked)
+        return 0;
+    uint8_t *ask = calloc(n, 1);
+    vt__check_path **was = calloc(n, sizeof *was);
+    size_t *nwas = calloc(n, sizeof *nwas);
+    uint64_t *was_seq = calloc(n, sizeof *was_seq);
+    int rc = ask && was && nwas && was_seq ? 0 : -ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (!at[i])
+            continue;
+        vt__check_finding *f = &r->findings[i];
+        was[i] = f->paths;
+        nwas[i] = f->npaths;
+        was_seq[i] = f->path_seq;
+        f->paths = NULL;
+        f->npaths = 0;
+        f->path_seq = at[i];
+        until[i] = 0;
+        ask[i] = 1;
+    }
+    if (!rc)
+        rc = sweep(m, r, fst, opt, ask, until);
+    for (size_t i = 0; ask && i < n; i++) {
+        vt__check_finding *f = &r->findings[i];
+        if (!ask[i])
+            continue;
+        vt__check_path *old = was[i];
+        size_t nold = nwas[i];
+        vt__check_path *now = f->paths;
+        size_t nnow = f->npaths;
+        int old_rank = (f->paths = old, f->npaths = nold, holder_rank(f));
+        f->paths = now;
+        f->npaths = nnow;
+        if (!rc && holder_rank(f) > old_rank) {
+            free_paths(old, nold);
+            f->paths_before_free = 1;
+            continue;
+        }
+        free_paths(now, nnow);   /* no more said then: as it was */
+        f->paths = old;
+        f->npaths = nold;
+        f->path_seq = was_seq[i];
+    }
+    free(ask);
+    free(was);
+    free(nwas);
+    free(was_seq);
+    return rc;
 }
 
 /* The last seq before storage sti's free (free_seq) at which a tensor of it
@@ -368,10 +494,17 @@ static uint64_t last_alive_seq(const ck_model *m, uint32_t sti, uint64_t after, 
     return last;
 }
 
+/* How many times a freed finding is asked again just before the holder
+ * of its chain's root died (each answer may start at an older graph). */
+#define CK_HELD_ROUNDS 3
+
 int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
                  const vt__check_options *opt)
 {
-    int rc = sweep(m, r, fst, opt, NULL);
+    int rc = sweep(m, r, fst, opt, NULL, NULL);
+    size_t n = r->nfindings;
+    if (rc || !n)
+        return rc;
     /* A freed lingering storage whose holders were not known yet when it
      * became a finding: a walk starts from a tensor once it is stale, at a
      * mark or a tick after its last use, and lingering begins at about that
@@ -379,47 +512,38 @@ int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
      * state then often has the tensor and no holder yet (word_language_model
      * with its hidden state never detached: every one of 3,369 findings).
      * Asked again at the last moment a tensor of it lived: what held it
-     * until then, kept where it names a holder. */
-    size_t n = r->nfindings, again = 0;
-    uint8_t *ask = rc || !n ? NULL : calloc(n, 1);
-    vt__check_path **was = ask ? calloc(n, sizeof *was) : NULL;
-    size_t *nwas = was ? calloc(n, sizeof *nwas) : NULL;
-    if (!rc && n && !nwas)
+     * until then, kept where it says more. */
+    uint64_t *at = calloc(n, sizeof *at), *until = calloc(n, sizeof *until);
+    if (!at || !until)
         rc = -ENOMEM;
     for (size_t i = 0; i < n && !rc; i++) {
         vt__check_finding *f = &r->findings[i];
-        if (fst[i] == CK_NONE || f->rule != VT_CHECK_RULE_LINGER || !f->free_seq ||
-            f->path_seq != f->linger_from_seq || names_a_holder(f))
-            continue;
-        uint64_t at = last_alive_seq(m, fst[i], f->path_seq, f->free_seq);
-        if (!at)
-            continue;
-        was[i] = f->paths;
-        nwas[i] = f->npaths;
-        f->paths = NULL;
-        f->npaths = 0;
-        f->path_seq = at;
-        ask[i] = 1;
-        again++;
+        if (fst[i] != CK_NONE && f->rule == VT_CHECK_RULE_LINGER && f->free_seq &&
+            f->path_seq == f->linger_from_seq && holder_rank(f) < 2)
+            at[i] = last_alive_seq(m, fst[i], f->path_seq, f->free_seq);
     }
-    if (!rc && again)
-        rc = sweep(m, r, fst, opt, ask);
-    for (size_t i = 0; ask && i < n; i++) {
-        vt__check_finding *f = &r->findings[i];
-        if (!ask[i])
-            continue;
-        if (!rc && names_a_holder(f)) {
-            free_paths(was[i], nwas[i]);
-            f->paths_before_free = 1;
-            continue;
+    if (!rc)
+        rc = ask_again(m, r, fst, opt, at, until);
+    /* Where its chains then start at an autograd node or a tensor nothing
+     * holds, the graph they run through was held by a tensor that has died
+     * since (a graph kept across batches is held by the latest batch's
+     * output, a local of the training loop, which replaces it every batch):
+     * asked again just before the last holder of that root died, while it
+     * still lingered. */
+    for (int round = 0; round < CK_HELD_ROUNDS && !rc; round++) {
+        size_t asked = 0;
+        for (size_t i = 0; i < n; i++) {
+            const vt__check_finding *f = &r->findings[i];
+            int go = at[i] && holder_rank(f) < 2 && until[i] > f->linger_from_seq &&
+                     until[i] < at[i];
+            at[i] = go ? until[i] : 0;
+            asked += go;
         }
-        free_paths(f->paths, f->npaths);   /* none named then either: as it was */
-        f->paths = was[i];
-        f->npaths = nwas[i];
-        f->path_seq = f->linger_from_seq;
+        if (!asked)
+            break;
+        rc = ask_again(m, r, fst, opt, at, until);
     }
-    free(ask);
-    free(was);
-    free(nwas);
+    free(at);
+    free(until);
     return rc;
 }

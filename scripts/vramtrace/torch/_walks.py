@@ -37,6 +37,11 @@ _GROWING_WALKED_ALL = 128
 # its walk from the newest tensors no longer reached the graph's holder).
 _NEAR_TENSORS = 8
 _NEAR_VISITS = 256
+# The tensors at the top of a walk's autograd chains walked for their own
+# holders, at most (the newest first): a graph kept across batches has its
+# every saved intermediate as such a tensor (each has a Python object, held
+# by the graph alone), and one heap pass looks for the holders of them all.
+_GRAPH_ROOTS = 1024
 
 
 # --------------------------------------------------------------------------
@@ -507,12 +512,49 @@ class _Walks:
                 res.objects[k] = node
             extra += tuple(hook_edges)
         del hook_nodes
-        only = None if full else {k[1] for k in starts}
+        roots = self._graph_roots(extra, res.edges, starts)
+        if roots:
+            # A graph's chain starts at a tensor whose grad_fn reaches the
+            # node that saved a stale tensor; the edge from a tensor to its
+            # grad_fn lives in C++, so the walk from the stale tensors never
+            # met what holds that one: walked for its holders too, within
+            # the same allowance. A graph kept across batches inside a
+            # training function is held by its last output, a local of the
+            # function (word_language_model's `hidden`, never detached).
+            more = self._walk(roots, set(), None if allowance == float("inf")
+                              else began + allowance, clock)
+            res.edges.extend(more.edges)
+            res.names.update(more.names)
+            res.objects.update(more.objects)
+            res.levels += more.levels
+            del more
+        only = None if full else {k[1] for k in starts} | {k[1] for k in roots}
+        roots.clear()
         starts.clear()
         self._book.emit(res, "stale", extra, only=only, again=final or self._ring_says_again())
         del res
         if not full:
             self.partial_walks += 1
+
+    def _graph_roots(self, graph: Tuple[Edge, ...], walked: List[Edge],
+                     starts: Dict[NodeKey, Any]) -> Dict[NodeKey, Any]:
+        """The live tensors the chains of ``graph`` (autograd edges)
+        start from that nothing the walk found holds and that it did not
+        start from, the newest first, _GRAPH_ROOTS at most."""
+        held = {e.dst for e in graph} | {e.dst for e in walked}
+        tids = sorted({e.src[1] for e in graph
+                       if e.src[0] == "t" and e.src not in held and e.src not in starts},
+                      reverse=True)
+        roots: Dict[NodeKey, Any] = {}
+        for tid in tids:
+            rec = self._by_tid.get(tid)
+            t = rec.ref() if rec is not None and rec.ref is not None else None
+            if t is not None:
+                roots[("t", tid)] = t
+                if len(roots) >= _GRAPH_ROOTS:
+                    break
+            del t
+        return roots
 
     def _base_held(self, tid: int) -> Optional[NodeKey]:
         """The tensor a recorded view ``tid`` holds as its ``_base``: its
