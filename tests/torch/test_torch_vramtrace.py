@@ -314,6 +314,24 @@ def test_a_graph_kept_across_batches_by_a_hand_stepped_loop_grows_at_the_users_l
     assert "SavedTensor 'mat1' of AddmmBackward0" in text, text
 
 
+def lstm_twins_checked(tmp_path: Path, model: str):
+    """tbptt_retain.py's ``model`` (lstm, lstm-train), leak and fixed, 40
+    batches each under `run --track`: the fixed twin checked clean; returns
+    the line that runs the LSTM and `check --json` of the leak."""
+    script = os.path.join(HERE, "tbptt_retain.py")
+    with open(script) as f:
+        line = next(i for i, text in enumerate(f, 1) if "= rnn(emb(ids), hidden)" in text)
+    got = {}
+    for variant in ("leak", "fixed"):
+        snap = tmp_path / f"{variant}.vtsnap"
+        run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", str(snap), "--",
+             sys.executable, script, variant, "40", model], cwd=tmp_path)
+        got[variant] = json.loads(run([CLI, "check", "--json", str(snap)],
+                                      status=1 if variant == "leak" else 0))
+    assert got["fixed"]["findings"] == [], got["fixed"]["groups"]
+    return line, got["leak"]
+
+
 def test_word_language_models_lstm_graph_kept_across_batches_is_named_whole(tmp_path):
     """tbptt_retain.py's ``lstm``: word_language_model's own model (an
     embedding, torch's two-layer ``nn.LSTM``, a decoder), its hidden state
@@ -325,18 +343,7 @@ def test_word_language_models_lstm_graph_kept_across_batches_is_named_whole(tmp_
     before its nodes were one hop: '(autograd nodes) →
     ThnnFusedLstmCellBackward0.n'), and one names the variable that keeps
     the graph. The fixed twin is clean."""
-    script = os.path.join(HERE, "tbptt_retain.py")
-    with open(script) as f:
-        line = next(i for i, text in enumerate(f, 1) if "= rnn(emb(ids), hidden)" in text)
-    got = {}
-    for variant in ("leak", "fixed"):
-        snap = tmp_path / f"{variant}.vtsnap"
-        run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", str(snap), "--",
-             sys.executable, script, variant, "40", "lstm"], cwd=tmp_path)
-        got[variant] = json.loads(run([CLI, "check", "--json", str(snap)],
-                                      status=1 if variant == "leak" else 0))
-    assert got["fixed"]["findings"] == [], got["fixed"]["groups"]
-    js = got["leak"]
+    line, js = lstm_twins_checked(tmp_path, "lstm")
     assert js["findings"], js["groups"]
     assert all(any(fr["file"].endswith("tbptt_retain.py") and fr["line"] == line
                    for fr in f["alloc"]["stack"]) for f in js["findings"][:50]), js["groups"]
@@ -358,18 +365,7 @@ def test_word_language_models_loop_inside_train_names_the_local_that_keeps_the_g
     never reached what holds the graph's top tensor, which lives in C++,
     and when they were freed that local had long been replaced). The fixed
     twin is clean."""
-    script = os.path.join(HERE, "tbptt_retain.py")
-    with open(script) as f:
-        line = next(i for i, text in enumerate(f, 1) if "= rnn(emb(ids), hidden)" in text)
-    got = {}
-    for variant in ("leak", "fixed"):
-        snap = tmp_path / f"{variant}.vtsnap"
-        run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", str(snap), "--",
-             sys.executable, script, variant, "40", "lstm-train"], cwd=tmp_path)
-        got[variant] = json.loads(run([CLI, "check", "--json", str(snap)],
-                                      status=1 if variant == "leak" else 0))
-    assert got["fixed"]["findings"] == [], got["fixed"]["groups"]
-    js = got["leak"]
+    line, js = lstm_twins_checked(tmp_path, "lstm-train")
     lingering = [f for f in js["findings"] if f["rule"] == "linger"]
     assert lingering and all(f["freed"] for f in lingering), js["groups"]
     assert all(any(fr["file"].endswith("tbptt_retain.py") and fr["line"] == line
