@@ -291,8 +291,10 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
  * top tensor; by the last moment a tensor of the storage lived, that local
  * held another tensor, and the chain then starts at the graph's node. It is
  * shown as it was just before the local's tensor died, "before it was
- * freed". */
-TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
+ * freed". `loss_before_window`: that tensor was made before the ring's
+ * oldest event (only its references and its drop are in the window): its
+ * drop still ends what it held. The first chain starts with `chain`. */
+static void graph_held_by_a_replaced_local(int loss_before_window, const char *chain)
 {
     synth y;
     setup(&y);
@@ -302,7 +304,8 @@ TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
                st_fwd);
     for (int i = 2; i <= 4; i++)
         step(&y, i);
-    synth_made(&y, 702, loss_at, 512, "loss = criterion(output, y) (train.py:13)", st_fwd);
+    if (!loss_before_window)
+        synth_made(&y, 702, loss_at, 512, "loss = criterion(output, y) (train.py:13)", st_fwd);
     synth_holder(&y, 701, "ThnnFusedLstmCellBackward0");   /* a walk at step 4's end */
     synth_holder(&y, 703, "frame");
     synth_ref(&y, 701, 700, "SavedTensor 'hidden_gates' of ThnnFusedLstmCellBackward0");
@@ -310,7 +313,8 @@ TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
     synth_ref(&y, 703, 702, "local 'loss' in train train.py:14");
     step(&y, 5);
     synth_drop(&y, 702);   /* the next batch's loss replaces it */
-    synth_free(&y, loss_at);
+    if (!loss_before_window)
+        synth_free(&y, loss_at);
     step(&y, 6);
     synth_drop(&y, 700);
     synth_free(&y, at);
@@ -320,10 +324,23 @@ TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
     ASSERT(f != NULL);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT(f->paths_before_free);
-    assert_first_chain(r, &y, f, "frame local 'loss' in train train.py:14 \xe2\x86\x92 tensor 'loss",
-                       "held by (before it was freed):");
+    assert_first_chain(r, &y, f, chain, "held by (before it was freed):");
     vt__check_report_free(r);
     synth_fini(&y);
+}
+
+TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
+{
+    graph_held_by_a_replaced_local(0, "frame local 'loss' in train train.py:14 \xe2\x86\x92 "
+                                      "tensor 'loss");
+}
+
+/* (was: "frame local 'loss' ... → holder #702.grad_fn", a holder alive to
+ * the end, though the tensor had dropped long before) */
+TEST(a_tensor_made_before_the_window_holds_until_its_drop)
+{
+    graph_held_by_a_replaced_local(1, "frame local 'loss' in train train.py:14 \xe2\x86\x92 "
+                                      "tensor #702.grad_fn");
 }
 
 TEST(view_keeps_base_storage_fixed_is_clean)

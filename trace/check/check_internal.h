@@ -114,6 +114,9 @@ typedef struct ck_node {
     uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
     uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
     uint8_t dropped;        /* tensor: drop_seq is valid */
+    uint8_t implicit;       /* made for an id a REF named before any NEW: a holder, or
+                               a tensor made before the window (its TENSOR_NEW
+                               overwritten), known as one by its drop: alive until then */
     uint8_t gc_collection;  /* holder: one run of a garbage collector (HOLDER_NEW aux2) */
     uint64_t gc_seq, gc_time; /* tensor: first REF from a collection holder, 0: none */
     uint32_t in_head;       /* pass 2: first live incoming edge */

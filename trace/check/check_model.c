@@ -229,7 +229,10 @@ static int resolve(ck_model *m, uint64_t id, uint32_t *out)
         *out = x;
         return 0;
     }
-    return new_node(m, VT_CHECK_NODE_HOLDER, id, 0, out);
+    if (new_node(m, VT_CHECK_NODE_HOLDER, id, 0, out) < 0)
+        return -ENOMEM;
+    m->nodes[*out].implicit = 1;
+    return 0;
 }
 
 static int push_gop(ck_model *m, uint64_t seq, uint8_t op, uint32_t a, uint32_t b, uint32_t label)
@@ -662,6 +665,11 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
         break;
     case VT_EV_TENSOR_DROP:
         x = vt__u64map_get(&m->ids, e->aux);
+        /* An implicit holder that drops is a tensor the window saw only
+         * referenced (a graph's top tensor a walk started from, made before
+         * the ring's oldest event): what held through it holds no longer. */
+        if (x != CK_NONE && m->nodes[x].implicit && m->nodes[x].kind == VT_CHECK_NODE_HOLDER)
+            m->nodes[x].kind = VT_CHECK_NODE_TENSOR;
         if (x == CK_NONE || m->nodes[x].kind != VT_CHECK_NODE_TENSOR)
             break;
         if (!m->nodes[x].dropped) {

@@ -361,7 +361,7 @@ static int sweep(ck_model *m, vt__check_report *r, const uint32_t *fst,
     int rc = vt__u64map_init(&g.pairs, m->nrefs ? m->nrefs : 16);
     for (size_t i = 0; i < m->nnodes; i++) {
         ck_node *n = &m->nodes[i];
-        n->alive = n->kind == VT_CHECK_NODE_HOLDER;
+        n->alive = n->kind == VT_CHECK_NODE_HOLDER || n->implicit;   /* until its DROP */
         n->in_head = CK_NONE;
         n->gen = 0;
     }
