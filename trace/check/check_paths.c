@@ -223,19 +223,21 @@ static int graph_hop(const char *label)
  * root (a module, a class, a frame's local) is shown before it. So is an
  * autograd node nothing recorded holds: the graph it is in is held by a tensor
  * whose grad_fn leads there, which a longer chain may name. */
-static int anonymous_root(const ck_model *m, uint32_t x)
+static int anonymous(uint8_t kind, const char *name, const char *label)
 {
-    const ck_node *n = &m->nodes[x];
     /* a tensor nothing recorded holds is held from C++ (a graph's output
      * another node saved): a chain through its grad_fn reaches a graph a
      * named root may keep as well (tbptt_retain.py lstm: the module's
      * `hidden`, one run in six behind a shorter chain from such a tensor) */
-    if (n->kind == VT_CHECK_NODE_TENSOR)
+    if (kind == VT_CHECK_NODE_TENSOR)
         return 1;
-    if (n->kind != VT_CHECK_NODE_HOLDER)
-        return 0;
-    return bare_container(vt__ck_string(m->s, n->name)) ||
-           graph_hop(vt__ck_string(m->s, n->plabel));
+    return kind == VT_CHECK_NODE_HOLDER && (bare_container(name) || graph_hop(label));
+}
+
+static int anonymous_root(const ck_model *m, uint32_t x)
+{
+    const ck_node *n = &m->nodes[x];
+    return anonymous(n->kind, vt__ck_string(m->s, n->name), vt__ck_string(m->s, n->plabel));
 }
 
 /* The latest moment before now at which root x (nothing live holds it
@@ -390,14 +392,13 @@ static int names_a_holder(const vt__check_finding *f)
     return f->npaths && !vt__check_paths_name_no_holder(f);
 }
 
-/* Whether a path starts at a root that says who holds it: not a tensor or a
- * bare container (anonymous_root), nor an autograd node (its first hop is a
- * graph's: what holds the graph is not known then). */
+/* Whether a path starts at a holder that says who holds it (not one the
+ * search takes for anonymous). */
 static int named_root(const vt__check_path *p)
 {
     const vt__check_step *st = &p->steps[0];
     return !p->cycle && p->nsteps >= 2 && st->kind == VT_CHECK_NODE_HOLDER &&
-           !bare_container(st->name) && !graph_hop(st->label);
+           !anonymous(st->kind, st->name, st->label);
 }
 
 /* How much f's paths say of what holds its tensor: 2, a chain from a named
@@ -430,7 +431,7 @@ static int ask_again(ck_model *m, vt__check_report *r, const uint32_t *fst,
         asked += at[i] != 0;
     if (!asked)
         return 0;
-    uint8_t *ask = calloc(n, 1);
+    uint8_t *ask = calloc(n, 1);   /* asked: 1 + the rank of the old paths */
     vt__check_path **was = calloc(n, sizeof *was);
     size_t *nwas = calloc(n, sizeof *nwas);
     uint64_t *was_seq = calloc(n, sizeof *was_seq);
@@ -439,6 +440,7 @@ static int ask_again(ck_model *m, vt__check_report *r, const uint32_t *fst,
         if (!at[i])
             continue;
         vt__check_finding *f = &r->findings[i];
+        ask[i] = (uint8_t)(1 + holder_rank(f));
         was[i] = f->paths;
         nwas[i] = f->npaths;
         was_seq[i] = f->path_seq;
@@ -446,7 +448,6 @@ static int ask_again(ck_model *m, vt__check_report *r, const uint32_t *fst,
         f->npaths = 0;
         f->path_seq = at[i];
         until[i] = 0;
-        ask[i] = 1;
     }
     if (!rc)
         rc = sweep(m, r, fst, opt, ask, until);
@@ -454,21 +455,14 @@ static int ask_again(ck_model *m, vt__check_report *r, const uint32_t *fst,
         vt__check_finding *f = &r->findings[i];
         if (!ask[i])
             continue;
-        vt__check_path *old = was[i];
-        size_t nold = nwas[i];
-        vt__check_path *now = f->paths;
-        size_t nnow = f->npaths;
-        int old_rank = (f->paths = old, f->npaths = nold, holder_rank(f));
-        f->paths = now;
-        f->npaths = nnow;
-        if (!rc && holder_rank(f) > old_rank) {
-            free_paths(old, nold);
+        if (!rc && 1 + holder_rank(f) > ask[i]) {
+            free_paths(was[i], nwas[i]);
             f->paths_before_free = 1;
             continue;
         }
-        free_paths(now, nnow);   /* no more said then: as it was */
-        f->paths = old;
-        f->npaths = nold;
+        free_paths(f->paths, f->npaths);   /* no more said then: as it was */
+        f->paths = was[i];
+        f->npaths = nwas[i];
         f->path_seq = was_seq[i];
     }
     free(ask);

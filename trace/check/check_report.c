@@ -150,7 +150,6 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 
 #define GROUPS_SHOWN 20
 
-
 #define NO_HOLDER_FOUND "no holder found (no object the holder walks reached refers to the " \
                         "tensor: it is held from C++, or a walk had not reached its holder yet)"
 

@@ -521,8 +521,8 @@ class _Walks:
             # the same allowance. A graph kept across batches inside a
             # training function is held by its last output, a local of the
             # function (word_language_model's `hidden`, never detached).
-            # the first walk's own books hold what it found (and its
-            # starts): not the program's holders
+            # The first walk's own books (its starts, what it found) are
+            # not the program's holders.
             ours = {id(starts), id(res.objects), id(res.names), id(res.tops), id(res.edges)}
             more = self._walk(roots, ours, None if allowance == float("inf")
                               else began + allowance, clock)
