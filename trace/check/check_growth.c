@@ -267,17 +267,20 @@ static int cmp_time_site(const void *p, const void *q)
 /* With the tensors recorded, whether a growing site's storages alive at
  * the last judged window's end were mostly used again while it grew (in a
  * window after the one their first use, which made them, fell in, and
- * before the last judged one): each backward through a graph kept across
- * batches uses every batch's saved activations again. What a program
- * collects untouched for its end (`torch.cat(kept)` after the loop:
- * tests/torch/kept_cls.py's fixed twin) grows as much and is no leak.
- * Asked for by name, growth is not held to this. */
+ * before `grown`, the first window whose end saw the site's highest bytes):
+ * each backward through a graph kept across batches uses every batch's
+ * saved activations again. What a program collects untouched for its end
+ * (`torch.cat(kept)` after the loop: tests/torch/kept_cls.py's fixed twin)
+ * grows as much and is no leak, however many windows its exit takes after
+ * that use (a window more than usual under load, and the use fell before
+ * the last judged window: flagged once). Asked for by name, growth is not
+ * held to this. */
 static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0, size_t s1,
-                                    const vt__check_growth *g)
+                                    const vt__check_growth *g, size_t grown)
 {
-    if (!g->last)
+    if (!g->last || !grown)
         return 0;
-    uint64_t until = win_end(m, g->last - 1);
+    uint64_t until = win_end(m, grown - 1);
     size_t n = 0, again = 0;
     for (size_t k = s0; k < s1; k++) {
         if (!(sp[k].a < g->last && g->last < sp[k].b))
@@ -413,8 +416,12 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         if (rc || !g.grows || nalive[g.last] <= nalive[g.first] ||
             !kept_through_second_half(x, sp, nw, &g))
             continue;
+        size_t grown = g.last;   /* the first window end at the highest */
+        while (grown > g.first && v[grown - 1] >= v[g.last])
+            grown--;
         if (m->ntensors && !(m->rules_asked & VT_CHECK_RULE_GROWTH) &&
-            (!used_again_while_growing(m, sp, x->s0, x->s1, &g) || site_lingers(m, x->stack)))
+            (!used_again_while_growing(m, sp, x->s0, x->s1, &g, grown) ||
+             site_lingers(m, x->stack)))
             continue;
         /* A loop frees what it used among the allocations that grew: a
          * burst of allocations alone is a model's weights moved to the
