@@ -350,9 +350,9 @@ def test_a_marks_work_keeps_the_gil_a_while_and_puts_the_interval_back(fake):
     with vtt.track() as tr:
         sweep = tr._sweep
 
-        def noting():
+        def noting(forced=False):
             seen.append(sys.getswitchinterval())
-            sweep()
+            sweep(forced)
         tr._sweep = noting
         vtt.mark("a")
         assert sys.getswitchinterval() == before
@@ -901,9 +901,9 @@ def test_a_ticks_walk_ends_in_time_on_a_loaded_machine(fake):
             budgets.append(None if deadline is None else deadline - clock())
             return walk(starts, seen, deadline, clock)
 
-        def slow_sweep():
+        def slow_sweep(forced=False):
             time.sleep(0.15)
-            sweep()
+            sweep(forced)
         tr._walk, tr._sweep = noted, slow_sweep
         kept = [torch.ones(64) * 2 for _ in range(3)]
         tr.epoch += 2

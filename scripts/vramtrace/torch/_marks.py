@@ -88,7 +88,7 @@ class _Marks:
             if kind in ("mark", "tick"):
                 self.epoch += 1
             try:
-                self._sweep()
+                self._sweep(kind in ("snapshot", "tick"))
                 # before a walk: the references it records name these tensors
                 self._declare_tensors_again(kind == "snapshot")
                 if self.collect_cycles:
@@ -214,9 +214,15 @@ class _Marks:
         first mark on), later from the walks' budget, as a walk would be
         (a program that makes a parameter every step would otherwise pay a
         heap pass a step)."""
-        if not self.model_lookups or self.walk_fraction is None:
+        if not self.model_lookups:
             return True
-        return self._credit >= self._pass_cost
+        return self._credit_pays_a_pass()
+
+    def _credit_pays_a_pass(self) -> bool:
+        """Whether the walks' credit pays for a pass over the collector's
+        objects (a mark's heap pass besides the walk: the models' lookup,
+        the bases only views keep); always without a time budget."""
+        return self.walk_fraction is None or self._credit >= self._pass_cost
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
                               timed: bool = False) -> None:

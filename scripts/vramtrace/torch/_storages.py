@@ -10,11 +10,17 @@ from __future__ import annotations
 import bisect
 import gc
 import sys
+import time
 from typing import Optional
 
-from .._referrers import _Locals, referrers_of
+from .._referrers import _Locals, level_passes, referrers_of
 from ._records import _StorageRec, _TensorRec
 from ._torch_facts import _SKIP_FILES, _base_alone_count, _storage_info
+
+# The most wall-clock seconds the bases only views keep wait for the walks'
+# credit to pay their heap pass (_Storages._drop_bases_only_views_hold): at
+# most a pass (10-40 ms with torch loaded) a second however little credit.
+_BASES_PASS_S = 1.0
 
 
 class _Storages:
@@ -106,10 +112,12 @@ class _Storages:
         self._fast.track(t, rec.name, stack)
         del t
 
-    def _sweep(self) -> None:
+    def _sweep(self, forced: bool = False) -> None:
         """At a mark: every storage and tensor against what they are now.
         The C path names the few that may have changed (a mark of a big
-        model would otherwise pay Python calls for each of its storages)."""
+        model would otherwise pay Python calls for each of its storages).
+        ``forced``: a snapshot's or a tick's (the bases only views keep are
+        looked for whatever the walks' credit)."""
         fast = self._fast
         fast.settle()
         for srec in fast.storages_to_check():
@@ -123,7 +131,7 @@ class _Storages:
             if info is not None and info[2] != rec.skey:
                 self._migrate(rec, None)
             del t
-        self._drop_bases_only_views_hold()
+        self._drop_bases_only_views_hold(forced)
 
     def _base_rec(self, view: _TensorRec) -> Optional[_TensorRec]:
         """The record of the tensor a recorded view holds as its ``_base``
@@ -136,7 +144,7 @@ class _Storages:
         del t, base
         return brec if brec is not None and brec.tid else None
 
-    def _drop_bases_only_views_hold(self) -> None:
+    def _drop_bases_only_views_hold(self, forced: bool = False) -> None:
         """A base tensor the program no longer names but whose views it
         keeps (``out[:, 0]`` of each batch's output kept in a list) lives on
         in PyTorch as its views' ``_base``, Python object and all, so its
@@ -152,7 +160,16 @@ class _Storages:
         view's ``_base`` though it shares the storage without being a view
         itself (``out.detach()`` in ``out.detach()[:, 0]``, which the books
         take for a view of ``out``): kept for a column, it would cover the
-        whole storage, and the column would pin nothing."""
+        whole storage, and the column would pin nothing.
+
+        The heap pass is paid from the walks' credit, or made whatever it
+        is once _BASES_PASS_S has gone by since the last (a program that
+        waits for its device in a sleep earns little credit), and at a
+        snapshot or a tick (``forced``: a tick comes after _TICK_S of ops):
+        a loop that keeps a row of each batch's output has a new base every
+        step, and a pass a mark (29 ms in a process with torch loaded) more
+        than doubled nanoGPT's small steps. Meanwhile the bases wait, still
+        owners in the books: dropped some marks late, all in one pass."""
         alone = _base_alone_count()
         if alone is None:
             return
@@ -181,9 +198,17 @@ class _Storages:
         # the heap pass is left for the others, if any
         referred = held & set(_Locals(_SKIP_FILES).by_id)
         objs = [c[1] for c in cands if id(c[1]) not in referred]
+        now = time.perf_counter()
+        if (objs and not forced and not self._credit_pays_a_pass()
+                and now - self._bases_passed_at < _BASES_PASS_S):
+            self.base_drops_postponed += 1
+            return
         if objs:
+            self._bases_passed_at = now
             mine = {id(objs), id(cands)} | {id(c) for c in cands}
+            began = time.process_time()   # the walks' clock
             found = referrers_of(objs)
+            self._pass_cost = (time.process_time() - began) / level_passes(len(objs))
             referred |= {id(x) for r in found if id(r) not in mine
                          for x in gc.get_referents(r) if id(x) in held}
             del found

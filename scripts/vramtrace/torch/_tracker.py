@@ -122,6 +122,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.walk_cutoffs = 0        # walks their budget or max_nodes stopped early
         self._said_final_cutoff = False   # a snapshot's walk cut short was warned of
         self.walks_postponed = 0     # marks where a due walk had no budget
+        self.base_drops_postponed = 0   # marks whose bases views keep waited for the budget
+        self._bases_passed_at = time.perf_counter()   # their last heap pass (or the start)
         self.walk_seconds = 0.0      # CPU seconds spent at marks (sweeps and walks)
         self._credit = 0.0
         # CPU seconds per heap pass, last measured; before the first walk,
