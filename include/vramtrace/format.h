@@ -62,10 +62,13 @@
  *   TENSOR_NEW       aux = tensor id, aux2 = base tensor id (0: none),
  *                    addr = data_ptr, size = nbytes, str = name; since 1.8
  *                    aux2 may instead be VT_TENSOR_SAVED_ONLY: the tensor
- *                    stands for memory that only a saved tensor in C++
- *                    keeps (an autograd node's, after every tensor the
- *                    program had on it died); its making is not a use of
- *                    the storage, and it does not take the storage over.
+ *                    was found by a walk on memory whose recorded tensors
+ *                    all died: it stands for a saved tensor in C++ that
+ *                    keeps the memory (an autograd node's), or is a tensor
+ *                    the program holds that no op showed (a compiled
+ *                    graph's output made by its generated code); its making
+ *                    is not a use of the storage, and it does not take the
+ *                    storage over.
  *                    Since 1.11 aux2 may also carry VT_TENSOR_AGAIN (with
  *                    the base id or VT_TENSOR_SAVED_ONLY beside it): tensor
  *                    aux, declared earlier, is declared again as it is now

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 from . import _gc_hold
 
 __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "referrers_of",
-           "level_passes", "use"]
+           "instances_of", "level_passes", "use"]
 
 # gc.get_referrers(*objs) compares every reference in the heap with each of
 # objs in turn: each object looked for adds about 1/_GC_OBJECTS_PER_PASS of a
@@ -49,6 +49,7 @@ __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "re
 _GC_OBJECTS_PER_PASS = 30
 _NATIVE_FROM = 32
 _native_referrers: Optional[Callable[[List[Any]], List[Any]]] = None
+_native_instances: Optional[Callable[[List[Any], type], List[Any]]] = None
 
 
 def _native_for(n: int) -> bool:
@@ -57,9 +58,24 @@ def _native_for(n: int) -> bool:
 
 
 def use(mod: Any) -> None:
-    """Take the loaded _trackfast's one-pass referrers, where it has them."""
-    global _native_referrers
+    """Take the loaded _trackfast's one-pass referrers and type filter,
+    where it has them."""
+    global _native_referrers, _native_instances
     _native_referrers = getattr(mod, "referrers_of", None)
+    _native_instances = getattr(mod, "instances_of", None)
+
+
+def instances_of(cls: type) -> List[Any]:
+    """The objects the collector tracks whose type is ``cls`` or a subclass
+    of it: one pass over the heap. By type(), not isinstance(): isinstance
+    reads __class__, which some objects compute (torch.distributed's
+    deprecated reduce_op warns: the program's output changed); the loop in
+    C where the extension has it (in Python it costs more than collecting
+    the objects: 100 ms for 300,000 with torch loaded)."""
+    objects = gc.get_objects()
+    if _native_instances is not None:
+        return _native_instances(objects, cls)
+    return [o for o in objects if issubclass(type(o), cls)]
 
 
 def referrers_of(objs: List[Any]) -> List[Any]:

@@ -489,6 +489,39 @@ static void malloc_async_footprint(void)
     kv("kept_kib", (long)((f0 > f2 ? f0 - f2 : 0) / 1024));
 }
 
+/* The limits torch.compile's Triton heuristics and PyTorch's device
+ * properties read (cudaGetDeviceProperties), which the simulator states in
+ * tests/sim/kernel_limits.h; "_attr" keys ask cuDeviceGetAttribute's
+ * runtime twin, which the properties must agree with. */
+static void device_limits(void)
+{
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
+        kv("props", -1);
+        return;
+    }
+    kv("major", p.major);
+    kv("minor", p.minor);
+    kv("sm_count", p.multiProcessorCount);
+    kv("warp", p.warpSize);
+    kv("threads_block", p.maxThreadsPerBlock);
+    kv("threads_sm", p.maxThreadsPerMultiProcessor);
+    kv("regs_block", p.regsPerBlock);
+    kv("regs_sm", p.regsPerMultiprocessor);
+    kv("blocks_sm", p.maxBlocksPerMultiProcessor);
+    kv("smem_block", (long)p.sharedMemPerBlock);
+    kv("smem_optin", (long)p.sharedMemPerBlockOptin);
+    kv("smem_sm", (long)p.sharedMemPerMultiprocessor);
+    kv("smem_reserved", (long)p.reservedSharedMemPerBlock);
+    kv("l2", p.l2CacheSize);
+    int v = -1;
+    cudaDeviceGetAttribute(&v, cudaDevAttrMaxRegistersPerMultiprocessor, 0);
+    kv("regs_sm_attr", v);
+    v = -1;
+    cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+    kv("smem_sm_attr", v);
+}
+
 struct fact {
     const char *name;
     void (*run)(void);
@@ -516,6 +549,7 @@ static const struct fact facts[] = {
     {"bad_frees", bad_frees},
     {"malloc_footprint", malloc_footprint},
     {"malloc_async_footprint", malloc_async_footprint},
+    {"device_limits", device_limits},
 };
 
 int main(int argc, char **argv)

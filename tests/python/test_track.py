@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import vramtrace  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
 from fakelib import FakeLib  # noqa: E402
+from vramtrace._lib import TENSOR_SAVED_ONLY  # noqa: E402
 
 
 def _storage_nbytes(t):
@@ -963,3 +964,33 @@ def test_a_program_without_marks_ticks_until_it_marks(fake):
         while time.perf_counter() < end:
             x = x + 1
         assert tr.epoch == epoch
+
+
+def test_a_tensor_no_op_showed_is_found_on_memory_whose_tensors_died(fake):
+    """A compiled graph's output is made by inductor's generated code
+    (reinterpret_tensor of an mm's buffer, which bypasses the dispatcher):
+    no op shows it, and the books know its memory only through the tensor
+    an op made there, which died. nanoGPT's compiled model's logits kept in
+    a list had "no holder recorded". At a walk, a heap pass finds such
+    tensors on the stale storages kept without a known tensor: each is
+    recorded as found (VT_TENSOR_SAVED_ONLY: its making is no use) and
+    walked from, so the list is named."""
+    from torch._C._dynamo.guards import _reinterpret_tensor
+    kept = []
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(3):
+            vtt.mark(f"step {i}")
+            buf = torch.ones(64, 16) * i          # an op made it: recorded
+            kept.append(_reinterpret_tensor(buf, (4, 16, 16), (256, 16, 1), 0))
+            del buf                               # its record dies, its memory lives
+        vtt.mark("step 3")
+        vtt.mark("end")
+        assert tr.tensors_found >= 2, tr.tensors_found
+        tid = tr.tensor_id(kept[0])
+        assert tid, "the kept tensor is not in the books"
+    found = [e for e in fake.events if e[0] == "tensor_new" and e[1] == tid]
+    assert found and found[0][4] == TENSOR_SAVED_ONLY, found
+    assert "made where no op showed it" in found[0][5], found
+    assert "list" in [fake.names.get(src) for (src, dst) in fake.live_refs() if dst == tid], \
+        fake.paths_to(tid)
+    assert tr.errors == 0

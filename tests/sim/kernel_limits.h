@@ -13,6 +13,8 @@
 
 #define SIM_MULTIPROCESSORS   132        /* = CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT (an H200's) */
 #define SIM_REGS_PER_THREAD   32
+#define SIM_REGS_PER_SM       65536      /* 64 K 32-bit registers per multiprocessor (and per block) */
+#define SIM_SMEM_RESERVED     1024       /* the driver's shared memory reserved per block */
 #define SIM_SMEM_PER_SM       233472     /* 228 KiB per multiprocessor */
 #define SIM_SMEM_OPTIN        232448     /* = CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
 #define SIM_SMEM_DEFAULT      49152      /* dynamic shared memory without opting in */
@@ -29,8 +31,8 @@ static inline int sim_blocks_per_sm(int block_size, size_t dyn_smem)
         return -1;
     int warps = (block_size + 31) / 32;
     int by_threads = SIM_THREADS_PER_SM / (warps * 32);
-    int by_regs = 65536 / (warps * 32 * SIM_REGS_PER_THREAD);
-    int by_smem = dyn_smem ? (int)(SIM_SMEM_PER_SM / (dyn_smem + 1024)) : SIM_BLOCKS_PER_SM;
+    int by_regs = SIM_REGS_PER_SM / (warps * 32 * SIM_REGS_PER_THREAD);
+    int by_smem = dyn_smem ? (int)(SIM_SMEM_PER_SM / (dyn_smem + SIM_SMEM_RESERVED)) : SIM_BLOCKS_PER_SM;
     int n = SIM_BLOCKS_PER_SM;
     if (by_threads < n) n = by_threads;
     if (by_regs < n) n = by_regs;

@@ -200,7 +200,13 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:   v = SIM_SMEM_DEFAULT; break;
     case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:         v = 65536; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE:                     v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:       v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:       v = SIM_REGS_PER_SM; break;
+    /* per SM (kernel_limits.h): torch.compile's Triton heuristics raise
+     * "device_prop.regs_per_multiprocessor is not set" on a 0 */
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: v = SIM_REGS_PER_SM; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: v = SIM_SMEM_PER_SM; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: v = SIM_BLOCKS_PER_SM; break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: v = SIM_SMEM_RESERVED; break;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:                    v = 1755000; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:             v = 512; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:          v = SIM_MULTIPROCESSORS; break;

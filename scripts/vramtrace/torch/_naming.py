@@ -4,13 +4,12 @@ model's name of a parameter (and its ``.grad``), or as the program named them.
 
 from __future__ import annotations
 
-import gc
 import linecache
 import os
 import weakref
 from typing import Any, Dict, Set, Tuple
 
-from . import _fast_path
+from .._referrers import instances_of
 from ._records import _TensorRec
 
 import torch as _torch
@@ -128,17 +127,8 @@ class _Naming:
             return "", False
         self.model_lookups += 1
         self._param_names[id(param)] = (weakref.ref(param), "")
-        module_type = _torch.nn.Module
         try:
-            # type(), not isinstance(): isinstance reads __class__, which some
-            # objects compute (torch.distributed's deprecated reduce_op warns);
-            # the loop in C where the extension has it (in Python it cost more
-            # than collecting the objects)
-            objects = gc.get_objects()
-            fast = _fast_path._trackfast
-            modules = (fast.instances_of(objects, module_type) if fast else
-                       [o for o in objects if issubclass(type(o), module_type)])
-            del objects
+            modules = instances_of(_torch.nn.Module)
             inner = {id(c) for m in modules for c in m._modules.values() if c is not None}
             # the models alive now, all of them: what an earlier lookup
             # found and is gone leaves the index

@@ -233,6 +233,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # Storage key -> the tensor a walk recorded for a storage that only a
         # saved tensor in C++ keeps (_Walks._saved_tensor_of).
         self._saved_only: Dict[int, Any] = {}
+        # Storage keys of stale storages kept without a tensor the books
+        # know that a heap pass searched for Python tensors (_Walks._adopt_unseen)
+        self._kept_searched: Set[int] = set()
+        self.tensors_found = 0   # Python tensors no op showed, found on such storages
         if self._fast is not None:
             self._fast.tick_s = self.tick_s or 0.0
 

@@ -11,7 +11,8 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from .._lib import TENSOR_SAVED_ONLY
-from .._referrers import Edge, NodeKey, WalkResult, level_passes, walk_referrers
+from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
+                          walk_referrers)
 from . import _records
 from ._naming import _site_name
 from ._records import _StorageRec
@@ -331,6 +332,43 @@ class _Walks:
             self._growing_starts(threshold, starts, counts)
         return starts, counts, kept
 
+    def _adopt_unseen(self, search: Set[int], kept: Dict[int, _StorageRec],
+                      starts: Dict[NodeKey, Any], counts: Dict[int, int]) -> None:
+        """The Python tensors on storages in ``search`` (stale, kept
+        without a tensor the books know, none searched before but at a
+        snapshot), tracked and walked from. A compiled graph's output is
+        made by its generated code (the buffer by empty_strided_cuda, the
+        tensor returned by reinterpret_tensor), which no op shows: the books
+        saw the buffer's memory as an op's `out=` argument, whose tensor
+        died, and what the program keeps is another tensor on it (nanoGPT's
+        compiled model's logits kept in a list: "no holder recorded"). One
+        pass over the heap's tensors finds them; each is recorded as found
+        (its making no use of the storage, its owner unchanged) and its
+        storage leaves ``kept`` (the autograd search is for saved ones)."""
+        self._kept_searched |= search
+        if len(self._kept_searched) >= 1 << 16:   # keys of storages long gone
+            self._kept_searched = set(search)
+        by_obj = self._by_obj
+        found = []
+        for t in instances_of(_torch.Tensor):
+            if id(t) in by_obj:
+                continue
+            info = _storage_info(t)
+            if info is None or info[2] not in search:
+                continue
+            name = f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}, " \
+                   "made where no op showed it"
+            rec = self._fast.track(t, name, 0, True)
+            if rec is not None and rec.tid:
+                kept.pop(info[2], None)
+                found.append((rec.tid, t))
+        t = None   # the heap's tensors let go before the counts are read
+        self.tensors_found += len(found)
+        for tid, t in found:
+            starts[("t", tid)] = t
+            counts[tid] = sys.getrefcount(t) - 1   # as _stale_starts reads it, less `found`
+        del found, t
+
     def _growing_starts(self, threshold: int, starts: Dict[NodeKey, Any],
                         counts: Dict[int, int]) -> None:
         """At a snapshot, also the tensors of storages in use that one line
@@ -383,7 +421,10 @@ class _Walks:
             self._marks_since_walk += 1
             return
         starts, counts, kept = self._stale_starts(threshold, final)
-        if not starts:
+        # stale storages kept without a known tensor that no search looked
+        # at: the tensors on them that no op showed are looked for first
+        search = {k for k in kept if final or k not in self._kept_searched}
+        if not starts and not search:
             self._book.emit(WalkResult(), "stale")   # retracts all it asserted
             self._walked.clear()
             self._settled.clear()
@@ -404,7 +445,7 @@ class _Walks:
         full = final or forced or (
             not fresh and not changed and self._marks_since_walk >= self._backoff
             and not all(settled.get(t) == n for t, n in counts.items()))
-        if not final and not fresh and not changed:
+        if not final and not fresh and not changed and not search:
             if self._marks_since_walk >= self._backoff and not full:
                 # A clean loop's stale tensors (batches reused every k
                 # steps) are the same tensors under the same references
@@ -438,13 +479,15 @@ class _Walks:
         # last chance, runs its first level whatever its budget.
         # (A level of many objects costs more than one heap pass:
         # _referrers.level_passes.)
-        need = 0.0 if final else self._pass_cost * (1 + level_passes(len(starts)))
+        need = 0.0 if final else self._pass_cost * (1 + level_passes(len(starts)) + bool(search))
         if forced:   # paid from the credit all the same: the next walks wait
             allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
             starts.clear()
             return
+        if search:
+            self._adopt_unseen(search, kept, starts, counts)
         res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance,
                          clock)
         if res.levels:

@@ -435,17 +435,22 @@ static PyObject *dispatcher_settle(Dispatcher *d, PyObject *unused)
     return rule_done(settle(d, 1), "settle()");
 }
 
-/* Dispatcher.track(t, name, stack) -> rec or None: tensor ``t`` into the
- * books (and recorded) under ``name``, first seen at stack id ``stack``;
- * None for a tensor without memory of its own to track. */
+/* Dispatcher.track(t, name, stack, found=False) -> rec or None: tensor
+ * ``t`` into the books (and recorded) under ``name``, first seen at stack
+ * id ``stack``; ``found``: by a walk, on memory whose recorded tensors all
+ * died (TRACK_FOUND); None for a tensor without memory of its own. */
 static PyObject *dispatcher_track(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    static const char call[] = "track(t: Tensor, name: str, stack: int)";
-    if (books_args(d, nargs, 3, 3, call) < 0)
+    static const char call[] = "track(t: Tensor, name: str, stack: int, found: bool = False)";
+    if (books_args(d, nargs, 3, 4, call) < 0)
         return NULL;
     if (!PyUnicode_Check(argv[1]) || !PyLong_Check(argv[2]))
         return rule_done(-1, call);
-    PyObject *rec = track(d, argv[0], NULL, argv[1], argv[2], Py_None, 0);
+    int found = nargs == 4 ? PyObject_IsTrue(argv[3]) : 0;
+    if (found < 0)
+        return NULL;
+    PyObject *rec = track(d, argv[0], NULL, argv[1], argv[2], Py_None,
+                          found ? TRACK_FOUND : TRACK_NOW);
     if (rec == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
     return rec;

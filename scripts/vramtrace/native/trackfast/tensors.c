@@ -228,7 +228,7 @@ out:
  * the tensor (NULL, or no storage in it: asked here of Python). Returns a new
  * reference to the tensor's record, or None for a tensor without storage. */
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
-                PyObject *stack_obj, PyObject *view_of, int defer)
+                PyObject *stack_obj, PyObject *view_of, int how)
 {
     PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
@@ -325,7 +325,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
         base = Py_NewRef(view_of);
     }
     if (base != Py_None) {
-        PyObject *brec = track(d, base, NULL, s_view_base, stack_obj, Py_None, 0);
+        PyObject *brec = track(d, base, NULL, s_view_base, stack_obj, Py_None, TRACK_NOW);
         if (brec == NULL) {
             Py_DECREF(skey);
             goto out;
@@ -381,15 +381,21 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
     Py_XSETREF(TREC(rec)->ref, Py_NewRef(ref));
     if (PyDict_SetItem(by_obj, key, rec) < 0 || PySet_Add(SREC(srec)->tids, rec) < 0)
         goto out;
-    if (defer) {
+    if (how == TRACK_DEFER) {
         PyObject *pending = book(d, BOOK_PENDING);
         int bad = pending == NULL || PyList_Append(pending, rec) < 0;
         Py_XDECREF(pending);
         if (bad)
             goto out;
     } else {
-        uint64_t tid;
-        if (record(d, rec, &tid) < 0)
+        /* found: the trace says so (record() keeps it as said_base, which
+         * a declaration again repeats); the books keep its own base */
+        uint64_t tid, had = TREC(rec)->base;
+        if (how == TRACK_FOUND)
+            TREC(rec)->base = TRACK_SAVED_ONLY_BASE;
+        int bad = record(d, rec, &tid) < 0;
+        TREC(rec)->base = had;
+        if (bad)
             goto out;
     }
     got = rec;

@@ -262,8 +262,18 @@ PyObject *shared_storages(Dispatcher *d);
 int settle(Dispatcher *d, int all);
 
 /* tensors.c */
+/* track()'s `how`: recorded now, held back with the op's outputs (a
+ * dispatch's, recorded at its flush), or recorded now as a tensor a walk
+ * found on memory whose recorded tensors all died (a compiled graph's
+ * output, made by its generated code where no op shows it): its TENSOR_NEW
+ * says VT_TENSOR_SAVED_ONLY, so that its making is no use of the storage
+ * and it takes no storage over. */
+enum { TRACK_NOW, TRACK_DEFER, TRACK_FOUND };
+/* VT_TENSOR_SAVED_ONLY of include/vramtrace/format.h (the extension is
+ * built without the library's headers; _lib.TENSOR_SAVED_ONLY is the same) */
+#define TRACK_SAVED_ONLY_BASE (1ull << 63)
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
-                PyObject *stack_obj, PyObject *view_of, int defer);
+                PyObject *stack_obj, PyObject *view_of, int how);
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
