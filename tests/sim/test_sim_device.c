@@ -135,6 +135,14 @@ TEST(versions_properties_and_entry_points)
     ASSERT_OK(cudaGetDeviceProperties(&prop, 0));
     ASSERT_EQ(prop.totalGlobalMem, simcuda_capacity(0));
     ASSERT_EQ(prop.warpSize, 32);
+    /* per multiprocessor, as compute capability 9.0 has them (torch.compile's
+     * Triton heuristics refuse a 0) */
+    ASSERT_EQ(prop.regsPerMultiprocessor, 65536);
+    ASSERT_EQ(prop.sharedMemPerMultiprocessor, (size_t)233472);
+    ASSERT_EQ(prop.maxBlocksPerMultiProcessor, 32);
+    ASSERT_EQ(prop.reservedSharedMemPerBlock, (size_t)1024);
+    ASSERT(prop.sharedMemPerBlockOptin + prop.reservedSharedMemPerBlock ==
+           prop.sharedMemPerMultiprocessor);
     int cc = 0;
     ASSERT_OK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, 0));
     ASSERT_EQ(cc, prop.major);
