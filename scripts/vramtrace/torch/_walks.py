@@ -345,9 +345,9 @@ class _Walks:
         pass over the heap's tensors finds them; each is recorded as found
         (its making no use of the storage, its owner unchanged) and its
         storage leaves ``kept`` (the autograd search is for saved ones)."""
-        self._kept_searched |= search
         if len(self._kept_searched) >= 1 << 16:   # keys of storages long gone
-            self._kept_searched = set(search)
+            self._kept_searched.clear()
+        self._kept_searched |= search
         by_obj = self._by_obj
         found = []
         for t in instances_of(_torch.Tensor):
@@ -358,7 +358,7 @@ class _Walks:
                 continue
             name = f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}, " \
                    "made where no op showed it"
-            rec = self._fast.track(t, name, 0, True)
+            rec = self._fast.track(t, name, 0, TENSOR_SAVED_ONLY)
             if rec is not None and rec.tid:
                 kept.pop(info[2], None)
                 found.append((rec.tid, t))

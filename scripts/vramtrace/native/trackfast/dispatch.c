@@ -346,7 +346,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             PyObject *name = call_method(d->tracker, s_input_name, a, 2);
             if (name == NULL)
                 goto loop_fail;
-            rec = track(d, t, facts ? &facts[i] : NULL, name, stack_obj, Py_None, TRACK_NOW);
+            rec = track(d, t, facts ? &facts[i] : NULL, name, stack_obj, Py_None, 0, NULL);
             Py_DECREF(name);
         }
         if (rec == NULL || used(storages, rec, epoch) < 0)
@@ -390,8 +390,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             PyObject *name = out_name(d, func, i, stack_obj, !backward);
             if (name == NULL)
                 goto loop_fail;
-            rec = track(d, t, facts ? &facts[ins.n + i] : NULL, name, stack_obj, view_of,
-                        TRACK_DEFER);
+            rec = track(d, t, facts ? &facts[ins.n + i] : NULL, name, stack_obj, view_of, 1,
+                        NULL);
             Py_DECREF(name);
         }
         if (rec == NULL || used(storages, rec, epoch) < 0)

@@ -400,17 +400,11 @@ static PyObject *dispatcher_record(Dispatcher *d, PyObject *const *argv, Py_ssiz
         return NULL;
     if (!is_tensor_rec(argv[0]))
         return rule_done(-1, call);
-    TensorRec *r = TREC(argv[0]);
-    uint64_t had = r->base;
-    if (nargs == 2 && argv[1] != Py_None) {
-        uint64_t base = PyLong_AsUnsignedLongLong(argv[1]);
-        if (base == (uint64_t)-1 && PyErr_Occurred())
-            return NULL;
-        r->base = base;
-    }
-    uint64_t tid = 0;
-    int rc = record(d, argv[0], &tid);
-    r->base = had;
+    uint64_t base, tid = 0;
+    int said = nargs == 2 && argv[1] != Py_None;
+    if (said && (base = PyLong_AsUnsignedLongLong(argv[1])) == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    int rc = record_as(d, argv[0], said ? &base : NULL, &tid);
     if (rc < 0)
         return rule_done(rc, call);
     return PyLong_FromUnsignedLongLong(tid);
@@ -435,22 +429,23 @@ static PyObject *dispatcher_settle(Dispatcher *d, PyObject *unused)
     return rule_done(settle(d, 1), "settle()");
 }
 
-/* Dispatcher.track(t, name, stack, found=False) -> rec or None: tensor
- * ``t`` into the books (and recorded) under ``name``, first seen at stack
- * id ``stack``; ``found``: by a walk, on memory whose recorded tensors all
- * died (TRACK_FOUND); None for a tensor without memory of its own. */
+/* Dispatcher.track(t, name, stack, base=None) -> rec or None: tensor ``t``
+ * into the books (and recorded) under ``name``, first seen at stack id
+ * ``stack``; ``base``: what the trace is told of its base, as record()'s
+ * (VT_TENSOR_SAVED_ONLY for a tensor a walk found that no op showed); None
+ * for a tensor without memory of its own. */
 static PyObject *dispatcher_track(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    static const char call[] = "track(t: Tensor, name: str, stack: int, found: bool = False)";
+    static const char call[] = "track(t: Tensor, name: str, stack: int, base: int = None)";
     if (books_args(d, nargs, 3, 4, call) < 0)
         return NULL;
     if (!PyUnicode_Check(argv[1]) || !PyLong_Check(argv[2]))
         return rule_done(-1, call);
-    int found = nargs == 4 ? PyObject_IsTrue(argv[3]) : 0;
-    if (found < 0)
+    uint64_t base;
+    int said = nargs == 4 && argv[3] != Py_None;
+    if (said && (base = PyLong_AsUnsignedLongLong(argv[3])) == (uint64_t)-1 && PyErr_Occurred())
         return NULL;
-    PyObject *rec = track(d, argv[0], NULL, argv[1], argv[2], Py_None,
-                          found ? TRACK_FOUND : TRACK_NOW);
+    PyObject *rec = track(d, argv[0], NULL, argv[1], argv[2], Py_None, 0, said ? &base : NULL);
     if (rec == NULL && !PyErr_Occurred())
         PyErr_SetString(PyExc_RuntimeError, "the tracker's books are not as expected");
     return rec;

@@ -306,6 +306,25 @@ static PyObject *encoded_name(Dispatcher *d, PyObject *name)
     return encoded;
 }
 
+/* record(), with the trace told ``base`` instead of the record's own (NULL:
+ * its own): VT_TENSOR_SAVED_ONLY for a tensor a walk found (a saved one's
+ * stand-in, a tensor no op showed), whose making is no use of the storage.
+ * The books keep the record's base; record() keeps the one said as
+ * said_base, which a declaration again repeats. */
+int record_as(Dispatcher *d, PyObject *obj, const uint64_t *base, uint64_t *tid)
+{
+    if (base == NULL)
+        return record(d, obj, tid);
+    if (!is_tensor_rec(obj))
+        return -1;
+    TensorRec *r = TREC(obj);
+    uint64_t had = r->base;
+    r->base = *base;
+    int rc = record(d, obj, tid);
+    r->base = had;
+    return rc;
+}
+
 /* The TENSOR_NEW of ``rec`` if not made yet; its id. */
 int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 {

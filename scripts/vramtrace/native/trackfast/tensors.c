@@ -223,12 +223,13 @@ out:
 }
 
 /* Tensor ``t`` into the books under ``name``, first seen at ``stack_obj``
- * (its view base first; its storage too, if new; recorded now, or with the
+ * (its view base first; its storage too, if new; recorded now, the trace
+ * told ``said_base`` for its base where not NULL (record_as()), or with the
  * op's other outputs when ``defer``). ``f``: what the op observer read of
  * the tensor (NULL, or no storage in it: asked here of Python). Returns a new
  * reference to the tensor's record, or None for a tensor without storage. */
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
-                PyObject *stack_obj, PyObject *view_of, int how)
+                PyObject *stack_obj, PyObject *view_of, int defer, const uint64_t *said_base)
 {
     PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
@@ -325,7 +326,7 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
         base = Py_NewRef(view_of);
     }
     if (base != Py_None) {
-        PyObject *brec = track(d, base, NULL, s_view_base, stack_obj, Py_None, TRACK_NOW);
+        PyObject *brec = track(d, base, NULL, s_view_base, stack_obj, Py_None, 0, NULL);
         if (brec == NULL) {
             Py_DECREF(skey);
             goto out;
@@ -381,21 +382,15 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
     Py_XSETREF(TREC(rec)->ref, Py_NewRef(ref));
     if (PyDict_SetItem(by_obj, key, rec) < 0 || PySet_Add(SREC(srec)->tids, rec) < 0)
         goto out;
-    if (how == TRACK_DEFER) {
+    if (defer) {
         PyObject *pending = book(d, BOOK_PENDING);
         int bad = pending == NULL || PyList_Append(pending, rec) < 0;
         Py_XDECREF(pending);
         if (bad)
             goto out;
     } else {
-        /* found: the trace says so (record() keeps it as said_base, which
-         * a declaration again repeats); the books keep its own base */
-        uint64_t tid, had = TREC(rec)->base;
-        if (how == TRACK_FOUND)
-            TREC(rec)->base = TRACK_SAVED_ONLY_BASE;
-        int bad = record(d, rec, &tid) < 0;
-        TREC(rec)->base = had;
-        if (bad)
+        uint64_t tid;
+        if (record_as(d, rec, said_base, &tid) < 0)
             goto out;
     }
     got = rec;

@@ -244,6 +244,7 @@ int is_storage_rec(PyObject *o);
 PyObject *record_of(PyObject *by_obj, PyObject *t);
 int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
+int record_as(Dispatcher *d, PyObject *rec, const uint64_t *base, uint64_t *tid);
 Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit, uint64_t scale);
 void clear_pending(TensorRec *r);
 int flush(Dispatcher *d);
@@ -262,18 +263,10 @@ PyObject *shared_storages(Dispatcher *d);
 int settle(Dispatcher *d, int all);
 
 /* tensors.c */
-/* track()'s `how`: recorded now, held back with the op's outputs (a
- * dispatch's, recorded at its flush), or recorded now as a tensor a walk
- * found on memory whose recorded tensors all died (a compiled graph's
- * output, made by its generated code where no op shows it): its TENSOR_NEW
- * says VT_TENSOR_SAVED_ONLY, so that its making is no use of the storage
- * and it takes no storage over. */
-enum { TRACK_NOW, TRACK_DEFER, TRACK_FOUND };
-/* VT_TENSOR_SAVED_ONLY of include/vramtrace/format.h (the extension is
- * built without the library's headers; _lib.TENSOR_SAVED_ONLY is the same) */
-#define TRACK_SAVED_ONLY_BASE (1ull << 63)
+/* track()'s ``said_base``: what the trace is told of its base (NULL: its
+ * own; record_as()) */
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
-                PyObject *stack_obj, PyObject *view_of, int how);
+                PyObject *stack_obj, PyObject *view_of, int defer, const uint64_t *said_base);
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
