@@ -4,28 +4,48 @@ cuModuleLoad and launched on the device (on the simulated one:
 tests/sim/driver_module.c). Prints memory_allocated() after each step: the
 figures a run under vramtrace must print alike.
 
-``python compiled_loop.py [leak]``: leak keeps each step's output (with its
-graph) in a module list.
+``python compiled_loop.py [leak]``: leak keeps each step's logits in a module
+list. The model is shaped as nanoGPT's (karpathy/nanoGPT model.py): an
+embedding, a layer, a head without bias, and the loss computed inside
+``forward`` from ``logits.view(-1, V)``, so no op outside the compiled code
+touches the logits: the tensor the program gets is inductor's
+``reinterpret_tensor`` of the mm's buffer, which no op shows.
 """
 
 import sys
 
 import torch
+import torch.nn.functional as F
+
+V = 65   # nanoGPT's shakespeare_char vocabulary
+
+
+class TinyGPT(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = torch.nn.Embedding(V, 64)
+        self.fc = torch.nn.Linear(64, 128)
+        self.lm_head = torch.nn.Linear(128, V, bias=False)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor):
+        logits = self.lm_head(F.gelu(self.fc(self.wte(idx))))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
 
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
-                            torch.nn.Linear(128, 1024)).cuda()
+model = TinyGPT().cuda()
 opt = torch.optim.AdamW(model.parameters())
 compiled = torch.compile(model)
 kept = []
 for step in range(6):
-    x = torch.randn(64, 64, device="cuda")
-    out = compiled(x)   # OUT_LINE
-    loss = out.float().pow(2).mean()
+    idx = torch.randint(0, V, (32, 64), device="cuda")
+    targets = torch.randint(0, V, (32, 64), device="cuda")
+    logits, loss = compiled(idx, targets)   # OUT_LINE
     opt.zero_grad()
     loss.backward()
     opt.step()
     if "leak" in sys.argv[1:]:
-        kept.append(out)
+        kept.append(logits)
     torch.cuda.synchronize()
     print("step", step, torch.cuda.memory_allocated(), flush=True)

@@ -249,8 +249,11 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
     kernels and loads them (cuModuleLoad, through libcaffe2_nvrtc, which did
     not load on the simulator before it had modules). Untraced and under
     `vramtrace run --track` the loop prints the same memory_allocated() after
-    every step; its leak twin (each step's compiled output kept) is named
-    through the list by the program's line."""
+    every step; its leak twin (each step's logits kept, as a nanoGPT user
+    keeping them for a figure would) is named through the list: the tensor
+    the program keeps was made by inductor's generated code, which no op
+    shows, and a walk finds it on the memory the books know (before:
+    "held by: (no holder recorded)", as on nanoGPT itself with compile=True)."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "TRITON_CACHE_DIR": str(tmp_path / "triton")}
     prog = os.path.join(HERE, "compiled_loop.py")
@@ -268,8 +271,10 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
     run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
          sys.executable, prog, "leak"], env)
     text = run([CLI, "check", snap], status=1)
-    assert re.search(r"held by: module __main__\.kept → list\[\*\] → tensor '[^']*compiled\(x\)"
-                     rf"[^']*\(compiled_loop\.py:{line}\)'", text), text[:4000]
+    assert "no holder recorded" not in text, text[:4000]
+    assert ("held by: module __main__.kept → list[*] → tensor "
+            "'tensor (32, 64, 65) float32, made where no op showed it'") in text, text[:4000]
+    assert f"compiled_loop.py:{line})" in text, text[:4000]   # allocated under that call
 
 
 
