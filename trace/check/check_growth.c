@@ -278,7 +278,7 @@ static int cmp_time_site(const void *p, const void *q)
 static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0, size_t s1,
                                     const vt__check_growth *g, size_t grown)
 {
-    if (!g->last || !grown)
+    if (!g->last)   /* not judged; else grown >= g->first >= 1 (the warm-up) */
         return 0;
     uint64_t until = win_end(m, grown - 1);
     size_t n = 0, again = 0;
