@@ -256,15 +256,20 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
     "held by: (no holder recorded)", as on nanoGPT itself with compile=True)."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    # The two runs compared compile in their own process (one compile
+    # thread: inductor's pool of worker processes costs each run about 7 s
+    # to start, even on a warm cache); the leak run keeps the pool, whose
+    # workers start under `vramtrace run --track` as a user's do.
+    one_thread = dict(env, TORCHINDUCTOR_COMPILE_THREADS="1")
     prog = os.path.join(HERE, "compiled_loop.py")
     line = next(i for i, text in enumerate(open(prog), 1) if "# OUT_LINE" in text)
-    plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog], env)
+    plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog], one_thread)
     steps = [ln for ln in plain.splitlines() if ln.startswith("step ")]
     assert len(steps) == 6, plain[-3000:]
     assert list((tmp_path / "triton").rglob("*.cubin")), "inductor compiled no Triton kernel"
     snap = str(tmp_path / "clean.vtsnap")
     traced = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
-                  sys.executable, prog], env)
+                  sys.executable, prog], one_thread)
     assert [ln for ln in traced.splitlines() if ln.startswith("step ")] == steps, traced[-3000:]
     assert run([CLI, "check", snap]).startswith("vramtrace check: 0 findings")
     snap = str(tmp_path / "leak.vtsnap")
