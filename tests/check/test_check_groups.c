@@ -210,6 +210,42 @@ TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
     synth_fini(&y);
 }
 
+/* A tensor a walk found where no op showed it (a compiled graph's output)
+ * is named "LINE (FILE:N, tensor (32, 64, 65) float32, made where ...)":
+ * its parenthesized shape is part of the WHAT that a cause's holder drops
+ * whole, not cut at its first ")" ("(train.py:9) float32, made ...)" before). */
+TEST(a_cause_drops_a_name_whose_what_holds_parentheses_whole)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 5000, "module __main__");
+    synth_held(&y, 5001, "list", 5000, ".kept");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        uint64_t t = 7000 + 10 * (uint64_t)i;
+        char label[16];
+        snprintf(label, sizeof label, "[%d]", i - 1);
+        synth_made(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB,
+                   "logits = model(x) (train.py:9, tensor (32, 64, 65) float32, made where "
+                   "no op showed it)", st_fwd);
+        synth_ref(&y, 5001, t, label);
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT_EQ(r->nfindings, 4);
+    uint32_t g[4];
+    ASSERT_EQ(vt__check_report_groups(r, NULL, g), 1);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "held by: module __main__.kept \xe2\x86\x92 list[*] \xe2\x86\x92 "
+                              "tensor 'logits = model(x) (train.py:9)'\n");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* One bug leaks one storage per step: views list it once, as the report's
  * groups do (rule, owner name, first path with its indices blanked). */
 TEST(report_groups_give_each_finding_its_cause)

@@ -974,7 +974,8 @@ def test_a_tensor_no_op_showed_is_found_on_memory_whose_tensors_died(fake):
     a list had "no holder recorded". At a walk, a heap pass finds such
     tensors on the stale storages kept without a known tensor: each is
     recorded as found (VT_TENSOR_SAVED_ONLY: its making is no use) and
-    walked from, so the list is named."""
+    walked from, so the list is named, and the tensor by the line whose op
+    made its memory (before: by its shape alone)."""
     from torch._C._dynamo.guards import _reinterpret_tensor
     kept = []
     with vtt.track(walk_fraction=None) as tr:
@@ -990,7 +991,12 @@ def test_a_tensor_no_op_showed_is_found_on_memory_whose_tensors_died(fake):
         assert tid, "the kept tensor is not in the books"
     found = [e for e in fake.events if e[0] == "tensor_new" and e[1] == tid]
     assert found and found[0][4] == TENSOR_SAVED_ONLY, found
-    assert "made where no op showed it" in found[0][5], found
+    # named, and made, at the line of the op that made its memory
+    line = next(i for i, text in enumerate(open(__file__), 1)
+                if "buf = torch.ones(64, 16) * i" in text)
+    assert found[0][5].startswith("buf = torch.ones(64, 16) * i") and found[0][5].endswith(
+        f"(test_track.py:{line}, tensor (4, 16, 16) float32, made where no op showed it)"), found
+    assert found[0][6] != 0, found
     assert "list" in [fake.names.get(src) for (src, dst) in fake.live_refs() if dst == tid], \
         fake.paths_to(tid)
     assert tr.errors == 0

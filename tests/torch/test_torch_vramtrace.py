@@ -253,7 +253,8 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
     keeping them for a figure would) is named through the list: the tensor
     the program keeps was made by inductor's generated code, which no op
     shows, and a walk finds it on the memory the books know (before:
-    "held by: (no holder recorded)", as on nanoGPT itself with compile=True)."""
+    "held by: (no holder recorded)", as on nanoGPT itself with compile=True),
+    named by the compiled function's line (before: by its shape alone)."""
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "TRITON_CACHE_DIR": str(tmp_path / "triton")}
     # The two runs compared compile in their own process (one compile
@@ -277,8 +278,14 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
          sys.executable, prog, "leak"], env)
     text = run([CLI, "check", snap], status=1)
     assert "no holder recorded" not in text, text[:4000]
-    assert ("held by: module __main__.kept → list[*] → tensor "
-            "'tensor (32, 64, 65) float32, made where no op showed it'") in text, text[:4000]
+    # the kept tensor is named by the compiled function's line, where the
+    # op that made its memory ran (the cause, then each finding's chain)
+    fwd = next(i for i, text in enumerate(open(prog), 1) if "def forward(" in text)
+    src = "def forward(self, idx: torch.Tensor, targets: torch.Tensor):"
+    assert (f"held by: module __main__.kept → list[*] → tensor '{src} "
+            f"(compiled_loop.py:{fwd})'\n") in text, text[:4000]
+    assert (f"module __main__.kept → list[0] → tensor '{src} (compiled_loop.py:{fwd}, "
+            "tensor (32, 64, 65) float32, made where no op showed it)'") in text, text[:4000]
     assert f"compiled_loop.py:{line})" in text, text[:4000]   # allocated under that call
 
 

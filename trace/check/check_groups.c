@@ -66,8 +66,16 @@ static void drop_ops(char *s)
             q++;
         if (q[0] != ',' || q[1] != ' ')
             continue;
-        char *close = strchr(q, ')');
-        if (close)
+        /* to the ")" that closes it: WHAT may hold parentheses of its own
+         * ("tensor (32, 64, 65) float32, made where no op showed it") */
+        char *close = q;
+        for (int depth = 0; *close; close++) {
+            if (*close == '(')
+                depth++;
+            else if (*close == ')' && depth-- == 0)
+                break;
+        }
+        if (*close)
             memmove(q, close, strlen(close) + 1);
     }
 }

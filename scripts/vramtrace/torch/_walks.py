@@ -343,22 +343,31 @@ class _Walks:
         died, and what the program keeps is another tensor on it (nanoGPT's
         compiled model's logits kept in a list: "no holder recorded"). One
         pass over the heap's tensors finds them; each is recorded as found
-        (its making no use of the storage, its owner unchanged) and its
-        storage leaves ``kept`` (the autograd search is for saved ones)."""
+        (its making no use of the storage, its owner unchanged), named and
+        made at the line of the first op that showed a tensor on its memory
+        (the compiled function's), and its storage leaves ``kept`` (the
+        autograd search is for saved ones)."""
         if len(self._kept_searched) >= 1 << 16:   # keys of storages long gone
             self._kept_searched.clear()
         self._kept_searched |= search
         by_obj = self._by_obj
         found = []
+        made = {k: kept[k].made_stack for k in search if k in kept}
         for t in instances_of(_torch.Tensor):
             if id(t) in by_obj:
                 continue
             info = _storage_info(t)
             if info is None or info[2] not in search:
                 continue
-            name = f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}, " \
+            # named by the line of the first op that showed a tensor on its
+            # memory (inductor's generated code: the compiled function's),
+            # and its making recorded there
+            stack = made.get(info[2], 0)
+            site = self._stacks.sites.get(stack) if stack else None
+            what = f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}, " \
                    "made where no op showed it"
-            rec = self._fast.track(t, name, 0, TENSOR_SAVED_ONLY)
+            name = _site_name(site[0], site[1], what) if site is not None else what
+            rec = self._fast.track(t, name, stack, TENSOR_SAVED_ONLY)
             if rec is not None and rec.tid:
                 kept.pop(info[2], None)
                 found.append((rec.tid, t))

@@ -163,6 +163,7 @@ static void storage_rec_fill(StorageRec *s, uint64_t ptr, uint64_t nbytes, long 
     s->weak = weak;
     s->last_epoch = s->seen_epoch = epoch;
     s->rest = 0;
+    s->made_stack = 0;
 }
 
 /* StorageRec(ptr, nbytes, device, external, epoch, skey, weak): no tensors
@@ -230,6 +231,8 @@ static PyMemberDef storage_rec_members[] = {
      "last_epoch as the previous mark saw it"},
     {"rest", T_LONGLONG, offsetof(StorageRec, rest), 0,
      "most marks it stayed unused before a use"},
+    {"made_stack", T_UINT, offsetof(StorageRec, made_stack), READONLY,
+     "the stack id of the first op that showed a tensor on it, 0: none"},
     {"twins", T_OBJECT, offsetof(StorageRec, twins), 0,
      "the storages on its very memory, itself included (a copy-on-write clone and its "
      "source; one buffer wrapped twice), shared by all of them; None: its own memory"},

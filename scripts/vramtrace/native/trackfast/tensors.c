@@ -382,6 +382,15 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
     Py_XSETREF(TREC(rec)->ref, Py_NewRef(ref));
     if (PyDict_SetItem(by_obj, key, rec) < 0 || PySet_Add(SREC(srec)->tids, rec) < 0)
         goto out;
+    if (SREC(srec)->made_stack == 0 && PyLong_CheckExact(stack_obj)) {
+        /* where the first op that showed a tensor on it ran: a tensor
+         * found on it later, which no op showed, is named by that line */
+        unsigned long made = PyLong_AsUnsignedLong(stack_obj);
+        if (made == (unsigned long)-1 && PyErr_Occurred())
+            PyErr_Clear();
+        else
+            SREC(srec)->made_stack = (uint32_t)made;
+    }
     if (defer) {
         PyObject *pending = book(d, BOOK_PENDING);
         int bad = pending == NULL || PyList_Append(pending, rec) < 0;

@@ -191,6 +191,9 @@ typedef struct {
     char waiting;            /* in maybe_gone or held_elsewhere (once: settle()) */
     PyObject *gone_stack;    /* there: where its last tensor died (a stack id, None:
                               * captured at the release), its release's stack */
+    uint32_t made_stack;     /* the stack of the first op that showed a tensor on it
+                              * (0: none yet): a tensor found on it later, which no op
+                              * showed, is named by that op's line (_walks._adopt_unseen) */
 } StorageRec;
 
 extern PyTypeObject TensorRecType, StorageRecType;
