@@ -21,8 +21,9 @@ from ._torch_facts import _SKIP_FILES, _storage_info
 import torch as _torch
 
 
-# "h = f(x) (train.py:40, aten.relu out[0])" -> "h = f(x) (train.py:40)": a line.
-_OP_PART = re.compile(r"(:\d+), [^()]*\)$")
+# "h = f(x) (train.py:40, aten.relu out[0])" -> "h = f(x) (train.py:40)": a line
+# (what follows the line may hold parentheses: "tensor (4, 64) float32, ...").
+_OP_PART = re.compile(r"(:\d+), (?:[^()]|\([^()]*\))*\)$")
 # A snapshot's walk also starts from the storages in use of a line that made
 # at least _GROWING_LINE of them (the oldest _GROWING_WALKED of each, at most
 # about _GROWING_WALKED_ALL in all): see Tracker._growing_starts.
