@@ -60,6 +60,12 @@ def _site_name(filename: str, line: int, what: str) -> str:
 class _Naming:
     """The tracker's naming of tensors (a mixin of :class:`Tracker`)."""
 
+    def _named_at(self, stack: int, what: str) -> str:
+        """``what`` named by the user's line that stack id ``stack`` stands
+        at (_site_name), or ``what`` alone where the stack has no such line."""
+        site = self._stacks.sites.get(stack) if stack else None
+        return _site_name(site[0], site[1], what) if site is not None else what
+
     def _set_name(self, tid: int, label: str) -> None:
         """Rename recorded tensor ``tid`` (vt_tensor_name): through the C
         path (a mark renames every new ``.grad`` and the backward output it

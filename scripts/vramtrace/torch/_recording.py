@@ -18,7 +18,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import _gc_hold
-from ._naming import _site_name, _source_line
+from ._naming import _source_line
 from ._torch_facts import _changes_storage, _current_node, _view_arg
 if TYPE_CHECKING:   # only for annotations: _tracker imports this module
     from ._tracker import Tracker
@@ -136,10 +136,8 @@ class _Recording:
         got = self._names.get(key)
         if got is None:
             packet = getattr(func, "overloadpacket", func)
-            got = f"{packet} out[{i}]" if forward else f"backward: {packet} out[{i}]"
-            site = self._stacks.sites.get(stack) if stack else None
-            if site is not None:
-                got = _site_name(site[0], site[1], got)
+            got = self._named_at(stack, f"{packet} out[{i}]" if forward
+                                 else f"backward: {packet} out[{i}]")
             if len(self._names) >= 1 << 16:
                 self._names.clear()
             self._names[key] = got

@@ -14,7 +14,6 @@ from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
                           walk_referrers)
 from . import _records
-from ._naming import _site_name
 from ._records import _StorageRec
 from ._torch_facts import _SKIP_FILES, _storage_info
 
@@ -364,10 +363,9 @@ class _Walks:
             # memory (inductor's generated code: the compiled function's),
             # and its making recorded there
             stack = made.get(info[2], 0)
-            site = self._stacks.sites.get(stack) if stack else None
-            what = f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}, " \
-                   "made where no op showed it"
-            name = _site_name(site[0], site[1], what) if site is not None else what
+            name = self._named_at(stack, f"tensor {tuple(t.shape)} "
+                                  f"{str(t.dtype).replace('torch.', '')}, "
+                                  "made where no op showed it")
             rec = self._fast.track(t, name, stack, TENSOR_SAVED_ONLY)
             if rec is not None and rec.tid:
                 kept.pop(info[2], None)
@@ -714,9 +712,7 @@ class _Walks:
                 stack = self._forward_stack(node._sequence_nr())
             except Exception:
                 stack = 0
-            site = self._stacks.sites.get(stack) if stack else None
-            what = f"saved '{attr}' of {tname}"
-            name = _site_name(site[0], site[1], what) if site is not None else what
+            name = self._named_at(stack, f"saved '{attr}' of {tname}")
             # Not a view (base 0) in the books; in the trace its base says
             # what it is, so that its making is no use of the storage.
             rec = _records.TensorRec(srec.skey, name, 0, (srec.ptr, srec.nbytes, stack))
