@@ -253,6 +253,32 @@ def test_the_native_records_construct_and_read_back(real_lib):
         t.pend = (1, 2)   # not (ptr, nbytes, stack)
 
 
+def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path):
+    """A mark reads the ring's window twice and records its pause once
+    through the Dispatcher's C calls (vt_trace_window, vt_paused), not
+    ctypes (a ctypes call right after a step cost a mark 15-20 us): the
+    window is the library's own reading, and a pause so recorded is a
+    PAUSE of those nanoseconds in the snapshot; none for 0 ns."""
+    import json
+    import subprocess
+    snap = str(tmp_path / "pause.vtsnap")
+    with vtt.track() as tr:
+        x = torch.ones(4, 4) @ torch.ones(4, 4)   # the process records events of its own
+        got, lib = tr._fast.trace_window(), tr._lib.trace_window()
+        assert got is not None and got[0] > 0 and got == lib, (got, lib)
+        assert tr._fast.paused(123_456) is True
+        assert tr._fast.paused(0) is True
+        vtt.mark("step 1")   # the mark's own pause, through the same call
+        vramtrace.snapshot(snap)
+        del x
+    out = subprocess.run([vt_cli(), "json", "--events", snap], capture_output=True, text=True,
+                         check=True).stdout
+    pauses = [e["aux"] for e in json.loads(out)["events"] if e["kind"] == "PAUSE"]
+    # (earlier tests of this process paused it too: the ring holds theirs)
+    assert 123_456 in pauses and all(p > 0 for p in pauses), pauses
+    assert len(pauses) > pauses.index(123_456) + 1, pauses   # and the mark's after it
+
+
 def test_a_marks_sweep_names_only_what_changed(real_lib):
     """At a mark the C filter hands the Python rules only the storages and
     tensors that changed behind the mode's back: a storage resized through

@@ -74,6 +74,9 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Tuple[Any, Op
                       f"package (no {', '.join(missing)})")
     fns.append(raw("vt_python_frames"))   # optional: else frames read through their objects
     fns.append(raw("vt_tensor_again"))    # optional: else nothing is declared again
+    # optional: else read and recorded through ctypes (Tracker._trace_window, _on_mark)
+    fns.append(raw("vt_trace_window"))
+    fns.append(raw("vt_paused"))
     addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
     return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs[:6], bool(stacks),
-                                 addrs[6], addrs[7]), None
+                                 *addrs[6:]), None

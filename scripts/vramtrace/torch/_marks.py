@@ -115,7 +115,10 @@ class _Marks:
             # The program stood still meanwhile: recorded (PAUSE), so that
             # `check`, judging a program without marks by time, does not
             # take vramtrace's work for time the program held its tensors.
-            self._lib.paused(int((end_wall - began_wall) * 1e9))
+            # (through the Dispatcher's C call where it has one: see _trace_window)
+            ns = int((end_wall - began_wall) * 1e9)
+            if not self._fast.paused(ns):
+                self._lib.paused(ns)
 
     def _declare_tensors_again(self, snapshot: bool) -> None:
         """Every tensor the books hold declared again (vt_tensor_again,

@@ -44,6 +44,8 @@ typedef uint64_t (*new_fn)(const void *data_ptr, size_t nbytes, uint64_t base_te
 typedef int (*again_fn)(uint64_t id, const void *data_ptr, size_t nbytes,
                         uint64_t base_tensor, const char *name, uint32_t stack,
                         uint64_t rest);
+typedef int (*window_fn)(uint64_t *recorded, uint64_t *capacity);
+typedef int (*paused_fn)(uint64_t ns);
 
 enum { MAX_RAW_FRAMES = 192,      /* frames looked at per stack (as _stacks.py) */
        MAX_CACHED = 1 << 16 };    /* distinct raw stacks before the cache starts over */
@@ -100,6 +102,8 @@ typedef struct {
     python_frames_fn python_frames;   /* vt_python_frames, or NULL (stacks.c) */
     again_fn again;          /* vt_tensor_again, or NULL: a library that cannot
                               * declare a tensor again (records.c) */
+    window_fn window;        /* vt_trace_window, or NULL (read through ctypes) */
+    paused_fn paused;        /* vt_paused, or NULL (recorded through ctypes) */
     uint64_t object_walks;   /* stacks keyed by walking frame objects instead */
     PyObject *codes;         /* id -> code object of every code in a cached key */
     StackEntry **table;      /* open addressing, capacity 2 * MAX_CACHED */
