@@ -117,7 +117,7 @@ class _Marks:
             # take vramtrace's work for time the program held its tensors.
             # (through the Dispatcher's C call where it has one: see _trace_window)
             ns = int((end_wall - began_wall) * 1e9)
-            if not self._fast.paused(ns):
+            if ns > 0 and not self._fast.paused(ns):
                 self._lib.paused(ns)
 
     def _declare_tensors_again(self, snapshot: bool) -> None:
