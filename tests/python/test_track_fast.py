@@ -253,12 +253,13 @@ def test_the_native_records_construct_and_read_back(real_lib):
         t.pend = (1, 2)   # not (ptr, nbytes, stack)
 
 
-def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path):
+def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path, monkeypatch):
     """A mark reads the ring's window twice and records its pause once
     through the Dispatcher's C calls (vt_trace_window, vt_paused), not
-    ctypes (a ctypes call right after a step cost a mark 15-20 us): the
-    window is the library's own reading, and a pause so recorded is a
-    PAUSE of those nanoseconds in the snapshot; none for 0 ns."""
+    ctypes (whose call right after a step costs many times its warm cost):
+    the window is the library's own reading, a pause so recorded is a PAUSE
+    of those nanoseconds in the snapshot (none for 0 ns), and a mark calls
+    neither of the library's ctypes wrappers."""
     import json
     import subprocess
     snap = str(tmp_path / "pause.vtsnap")
@@ -268,7 +269,18 @@ def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path)
         assert got is not None and got[0] > 0 and got == lib, (got, lib)
         assert tr._fast.paused(123_456) is True
         assert tr._fast.paused(0) is True
-        vtt.mark("step 1")   # the mark's own pause, through the same call
+        # the library's ctypes functions, as Library's wrappers call them
+        through_ctypes = []
+        for name in ("vt_trace_window", "vt_paused"):
+            fn = tr._lib._fn[name]
+            monkeypatch.setitem(tr._lib._fn, name,
+                                lambda *a, _n=name, _f=fn: through_ctypes.append(_n) or _f(*a))
+        window_reads = []
+        read = tr._read_window
+        monkeypatch.setattr(tr, "_read_window", lambda: window_reads.append(1) or read())
+        vtt.mark("step 1")   # reads the window (_declare_tensors_again), records its pause
+        monkeypatch.undo()
+        assert window_reads and through_ctypes == [], (window_reads, through_ctypes)
         vramtrace.snapshot(snap)
         del x
     out = subprocess.run([vt_cli(), "json", "--events", snap], capture_output=True, text=True,

@@ -113,10 +113,10 @@ def results(diff_dir) -> Dict[str, Dict[str, dict]]:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / name / "inductor")
         env["TRITON_CACHE_DIR"] = str(tmp / name / "triton")
         # and in its own process, on every path alike: inductor's pool of
-        # worker processes cost each path 7-8 s of CPU to start (32 s of
-        # the suite's two cores, measured 2026-12-02); a program whose
-        # compile workers start under `vramtrace run --track` is
-        # test_torch_vramtrace's inductor leak run
+        # worker processes costs each path seconds of CPU to start, for
+        # nothing this comparison needs; a program whose compile workers
+        # start under `vramtrace run --track` is test_torch_vramtrace's
+        # inductor leak run
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         out = str(tmp / f"{name}.json")
         cmd = [sys.executable, CORPUS, out]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 from .. import _gc_hold, _native_build, _referrers
 from . import _records
@@ -54,6 +54,22 @@ def _trackfast_for(lib: Any) -> Any:
     return _trackfast
 
 
+def _ring_calls(fast: Any, lib: Any) -> Tuple[Optional[Callable[[], Any]], Callable[[int], Any]]:
+    """The two library calls a mark makes besides its own, chosen once:
+    (read the ring's window, record a pause of ns). The Dispatcher's C
+    calls where it holds the library's entry points (vt_trace_window,
+    vt_paused: _make_fast_path passes them), for a ctypes call made right
+    after a step, its code out of the caches, costs many times its warm
+    cost; else the library's own (Library.trace_window, Library.paused;
+    the window None where the library has no such method)."""
+    raw = getattr(lib, "raw", None)
+    in_c = fast is not None and raw is not None
+    window = (fast.trace_window if in_c and raw("vt_trace_window")
+              else getattr(lib, "trace_window", None))
+    paused = fast.paused if in_c and raw("vt_paused") else lib.paused
+    return window, paused
+
+
 def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Tuple[Any, Optional[str]]:
     """A _trackfast.Dispatcher for ``tracker`` and None, or None and why
     there is none (what track() says when it records nothing)."""
@@ -74,7 +90,7 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Tuple[Any, Op
                       f"package (no {', '.join(missing)})")
     fns.append(raw("vt_python_frames"))   # optional: else frames read through their objects
     fns.append(raw("vt_tensor_again"))    # optional: else nothing is declared again
-    # optional: else read and recorded through ctypes (Tracker._trace_window, _on_mark)
+    # optional: else read and recorded through ctypes (_ring_calls)
     fns.append(raw("vt_trace_window"))
     fns.append(raw("vt_paused"))
     addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]

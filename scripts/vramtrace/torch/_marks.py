@@ -115,10 +115,8 @@ class _Marks:
             # The program stood still meanwhile: recorded (PAUSE), so that
             # `check`, judging a program without marks by time, does not
             # take vramtrace's work for time the program held its tensors.
-            # (through the Dispatcher's C call where it has one: see _trace_window)
-            ns = int((end_wall - began_wall) * 1e9)
-            if ns > 0 and not self._fast.paused(ns):
-                self._lib.paused(ns)
+            # (in C where it can be: _ring_calls)
+            self._record_pause(int((end_wall - began_wall) * 1e9))
 
     def _declare_tensors_again(self, snapshot: bool) -> None:
         """Every tensor the books hold declared again (vt_tensor_again,

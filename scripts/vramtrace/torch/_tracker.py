@@ -18,7 +18,7 @@ from .._storage_life import StorageLife
 from .. import _gc_hold, _trackobs
 from ._cycles import _Cycles
 from . import _fast_path
-from ._fast_path import _make_fast_path
+from ._fast_path import _make_fast_path, _ring_calls
 from ._marks import _NO_TICK, _TICK_S, _Marks
 from ._naming import _Naming
 from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
@@ -170,6 +170,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # of _books_field.
         self._fast, self._why_not = _make_fast_path(self, getattr(self._lib, "raw", None),
                                                     stacks)
+        self._read_window, self._record_pause = _ring_calls(self._fast, self._lib)
         books = self._books = self._fast if self._fast is not None else _NoBooks()
         self._by_obj: Dict[int, _TensorRec] = books.by_obj      # id(tensor) -> rec
         self._by_tid: Dict[int, _TensorRec] = books.by_tid      # recorded ones

@@ -627,12 +627,8 @@ class _Walks:
     def _trace_window(self) -> Optional[Tuple[int, int]]:
         """(events recorded, the ring's room) of the library; None when it
         cannot say or records nothing."""
-        # the Dispatcher's C call where it has one (a mark reads this twice,
-        # and a ctypes call right after a step costs ten times its warm cost)
-        got = self._fast.trace_window() if self._fast is not None else None
-        if got is None:
-            window = getattr(self._lib, "trace_window", None)
-            got = window() if window is not None else None
+        window = self._read_window   # _ring_calls: in C where it can be
+        got = window() if window is not None else None
         return got if got and got[1] else None
 
     def _half_ring_since(self, at: int,

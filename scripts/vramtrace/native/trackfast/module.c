@@ -247,9 +247,10 @@ static PyObject *dispatcher_declare_again(Dispatcher *d, PyObject *args)
 /* Dispatcher.trace_window() -> (events recorded, the ring's room), or None
  * without vt_trace_window; Dispatcher.paused(ns): a PAUSE of ns recorded,
  * False without vt_paused. A mark reads the window twice and records its
- * pause once: called here, not through ctypes, whose call costs a mark
- * 15-20 us each right after a step has left its code out of the caches
- * (measured 2026-12-02: the first mark after a step 240 -> 190 us). */
+ * pause once: called here, not through ctypes, whose call made right after
+ * a step (its code out of the caches) costs many times its warm cost
+ * (docs/benchmarks.md, session 47). The tracker chooses between the two
+ * once (_fast_path._ring_calls). */
 static PyObject *dispatcher_trace_window(Dispatcher *d, PyObject *unused)
 {
     if (d->window == NULL)
