@@ -5,6 +5,7 @@ see of torch's machinery, threads and the garbage collector."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import time
 from typing import Any, Dict, List, Tuple
@@ -397,6 +398,21 @@ def _settled_count() -> int:
     return last
 
 
+def _fill_free_lists() -> None:
+    """Put some lists, dicts, tuples of each size and contexts on
+    CPython's free lists. A container taken from a free list is not counted
+    as made, nor one put back as freed: a step run with them empty (as
+    gc.collect() leaves them) counts what it makes at its peak, which
+    depends on when the autograd engine's thread let its objects go; with
+    some on hand, what a step makes and frees stays off the count whatever
+    the order."""
+    made: List[Any] = [[] for _ in range(40)]
+    made += [{} for _ in range(40)]
+    made += [contextvars.copy_context() for _ in range(40)]
+    made += [tuple(range(n)) for n in range(1, 21) for _ in range(40)]
+    del made
+
+
 @program()
 def the_collectors_count_moves_per_step_as_untracked(r: Recorder) -> None:
     # What paces the cyclic collector: the count of container objects made
@@ -410,6 +426,7 @@ def the_collectors_count_moves_per_step_as_untracked(r: Recorder) -> None:
     with r.tracked():
         gc.collect()
         gc.set_threshold(1 << 30)   # no collection in between: the counts compared
+        _fill_free_lists()
         try:
             counts = []
             for _ in range(6):
