@@ -2,7 +2,9 @@
 storage that rests as long as it did before (a batch reused every k steps)
 is not walked, one unused longer than ever is; new stale tensors are walked
 alone (a partial walk) without retracting what earlier walks found; and the
-stack cache keys frames by code identity without ever confusing two codes."""
+stack cache keys frames by code identity without ever confusing two codes;
+a program without marks walks at ticks (dispatch.c), each within its share
+of time, due a tick after the last one ended, until the program marks."""
 
 from __future__ import annotations
 
@@ -205,3 +207,108 @@ def test_a_walk_runs_once_in_half_a_ring_whatever_its_credit(fake):
         fake.window = (1200, 1000)
         vtt.mark("iteration 7")
         assert tr.walks == 2 and tr.forced_walks == 2, (tr.walks, tr.forced_walks)
+
+
+def test_a_ticks_walk_takes_at_most_its_share_whatever_its_credit(fake):
+    """A program without marks is judged by time (a grace of 1 s at least):
+    the holder walk at a tick is given at most _TICK_WALK_S, however much
+    credit the walks saved (model construction before the loop leaves up to
+    snapshot_walk_s); a mark's walk may spend it all. Before: a tick spent 5 s
+    of credit at once and paused hf_decode.py 1.2 s under load, and the
+    program's replaced temporaries were flagged as lingering."""
+    from vramtrace.torch import _marks, _walks
+    budgets = []
+    with vtt.track() as tr:
+        walk = tr._walk
+
+        def noted(starts, seen, deadline, clock=_walks._cpu_clock):
+            budgets.append(None if deadline is None else deadline - clock())
+            return walk(starts, seen, deadline, clock)
+        tr._walk = noted
+        kept = [torch.ones(64) * 2 for _ in range(3)]
+        for kind in ("tick", "mark"):
+            tr.epoch += 2                # what the kept tensors were used in is long past
+            tr._credit = 100.0           # far more saved than any tick may take
+            tr._walked.clear()           # fresh starts: a walk is due
+            tr._on_mark(kind, "")
+        del kept
+    assert len(budgets) == 2, budgets
+    assert budgets[0] <= _marks._TICK_WALK_S, budgets   # the tick's, capped
+    assert budgets[1] > 1.0, budgets    # the mark's: its credit (at most snapshot_walk_s)
+
+
+def test_a_ticks_walk_ends_in_time_on_a_loaded_machine(fake):
+    """A tick's bound counts from the tick's start, its sweep included, on
+    the faster of the CPU and the wall clock: a process a loaded machine
+    leaves waiting spends wall time, not CPU (here the sweep sleeps 0.15 s:
+    no CPU). Before: 0.2 s of CPU for the walk alone, and its sweep on top,
+    paused hf_decode.py 0.7 s under load."""
+    from vramtrace.torch import _marks, _walks
+    budgets = []
+    with vtt.track() as tr:
+        walk, sweep = tr._walk, tr._sweep
+
+        def noted(starts, seen, deadline, clock=_walks._cpu_clock):
+            budgets.append(None if deadline is None else deadline - clock())
+            return walk(starts, seen, deadline, clock)
+
+        def slow_sweep(forced=False):
+            time.sleep(0.15)
+            sweep(forced)
+        tr._walk, tr._sweep = noted, slow_sweep
+        kept = [torch.ones(64) * 2 for _ in range(3)]
+        tr.epoch += 2
+        tr._credit = 100.0
+        tr._walked.clear()
+        tr._on_mark("tick", "")
+        del kept
+    # walked, and given what the sweep left of the tick: under 0.05 s
+    assert budgets and all(b is not None and b <= _marks._TICK_WALK_S - 0.15 for b in budgets), budgets
+    # and the tick's pause of the program, sweep and all, recorded (PAUSE)
+    assert fake.pauses and fake.pauses[-1] >= 150_000_000, fake.pauses
+    clock = _walks.tick_clock()
+    time.sleep(0.05)
+    assert clock() >= 0.05
+
+
+def test_the_next_tick_is_due_a_tick_after_the_last_one_ended(fake):
+    """dispatch.c: tick_s counts from the end of a tick's work, not its
+    start: a tick that took tick_s (a loaded machine) was followed by
+    another at the next op, and the two paused the program for longer than
+    `check` waits before calling a temporary held."""
+    spans = []
+    with vtt.track() as tr:
+        tr._fast.tick_s = 0.05
+
+        def slow_tick():
+            began = time.perf_counter()
+            time.sleep(0.06)
+            spans.append((began, time.perf_counter()))
+            return True
+        tr._tick = slow_tick
+        x = torch.ones(4)
+        end = time.perf_counter() + 0.6
+        while time.perf_counter() < end:
+            x = x + 1
+    assert len(spans) >= 3, spans
+    for (_, ended), (began, _) in zip(spans, spans[1:]):
+        assert began - ended >= 0.05 - 1e-3, spans
+
+
+def test_a_program_without_marks_ticks_until_it_marks(fake):
+    """The tick (dispatch.c): a mark's work every tick_s of a program's ops
+    while it has made no mark, none once it marks."""
+    with vtt.track() as tr:
+        tr._fast.tick_s = 0.01
+        x = torch.ones(4)
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            x = x + 1
+        assert tr.epoch >= 2, tr.epoch   # ticks: epochs without a MARK
+        assert not [e for e in fake.events if e[0] == "mark"], fake.events   # none recorded
+        vtt.mark("first")
+        epoch = tr.epoch
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            x = x + 1
+        assert tr.epoch == epoch
