@@ -19,10 +19,11 @@
 static uint32_t st_setup, st_batch, st_kept;
 
 /* Weights at the start; ITERS iterations of 50 ms, each a batch allocated
- * and freed, and (kept) a 1 MiB output kept; the kept ones all freed at the
- * end (returned), and 5 ms more. */
-static void eval_loop(synth *y, int kept, int observed)
+ * and freed, and an output of kept_bytes kept (0: none); the kept ones all
+ * freed at the end (returned), and 5 ms more. */
+static void eval_loop_keeping(synth *y, uint64_t kept_bytes, int observed)
 {
+    int kept = kept_bytes != 0;
     synth_init(y);
     st_setup = synth_stack(y, "load_weights", "main", NULL);
     st_batch = synth_stack(y, "make_batch", "evaluate", "main", NULL);
@@ -34,13 +35,19 @@ static void eval_loop(synth *y, int kept, int observed)
         synth_tick(y, 50000000);
         synth_alloc(y, 0x7f1000000000ull, 2 * MiB, st_batch);
         if (kept)
-            synth_alloc(y, KEPT_ADDR + (uint64_t)i * 0x1000000, MiB, st_kept);
+            synth_alloc(y, KEPT_ADDR + (uint64_t)i * 0x1000000, kept_bytes, st_kept);
         synth_free(y, 0x7f1000000000ull);
     }
     synth_tick(y, 1000000);
     for (int i = 0; kept && i < ITERS; i++)
         synth_free(y, KEPT_ADDR + (uint64_t)i * 0x1000000);
     synth_tick(y, 5000000);
+}
+
+/* The same, a 1 MiB output kept an iteration (kept) or none. */
+static void eval_loop(synth *y, int kept, int observed)
+{
+    eval_loop_keeping(y, kept ? MiB : 0, observed);
 }
 
 /* The same evaluation, but a cache made again larger every iteration
@@ -106,6 +113,30 @@ TEST(outputs_kept_through_an_evaluation_grow_by_time_though_freed_at_its_end)
     assert_rendered_says(r[0], &y, 0, want);
     snprintf(want, sizeof want, "\"window_ns\":%llu}", (unsigned long long)f->growth_window_ns);
     assert_rendered_says(r[0], &y, 1, want);
+    vt__check_report_free(r[0]);
+    vt__check_report_free(r[1]);
+    synth_fini(&y);
+}
+
+/* A 4-byte output kept an iteration holds a 512-byte block of the cache:
+ * the growth's blocks (block_bytes, what the floor of minor findings
+ * weighs) are its storages' blocks alive at the last judged window's end
+ * less those at the first, the same whether pass 1 retired the storages
+ * (their sites' sums) or kept every record. */
+TEST(a_growth_of_small_outputs_by_time_counts_their_blocks)
+{
+    synth y;
+    eval_loop_keeping(&y, 4, 1);
+    vt__check_report *r[2] = { check_keep(&y, 0), check_keep(&y, 1) };
+    for (int k = 0; k < 2; k++) {
+        const vt__check_finding *f = only_finding(r[k]);
+        ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+        uint64_t grew = (f->growth_last_bytes - f->growth_first_bytes) / 4;
+        ASSERT(grew >= 20);
+        ASSERT_EQ(f->bytes, 4 * grew);
+        ASSERT_EQ(f->block_bytes, 512 * grew);
+    }
+    assert_rendered_says(r[0], &y, 0, " (blocks ");
     vt__check_report_free(r[0]);
     vt__check_report_free(r[1]);
     synth_fini(&y);

@@ -164,7 +164,8 @@ def test_what_the_program_held_at_its_end_counts_though_exit_frees_it(trainer_le
     # with every finding counted (--min-bytes 0).
     leak = trainer_leak
     rc, text = run([CLI, "check", leak])
-    assert rc == 0 and re.search(r"1 minor finding \(44 B from 1 cause\).*\n.*"
+    # (each in a block of 512 B: what the floor weighs)
+    assert rc == 0 and re.search(r"1 minor finding \(44 B in 5\.5 KiB of blocks from 1 cause\).*\n.*"
                                  rf"trainer_leak\.py:{LOSS_LINE}\)", text), text[:4000]
     rc, text = run([CLI, "check", "--min-bytes", "0", leak])
     assert rc == 1, text
@@ -326,7 +327,7 @@ def test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not(track, tmp_pa
     # the losses' cause: where they were made (the loss's line)
     assert f"kept_results.py:{LOSS_LINE_KEPT}" in text.split("\n", 4)[4], text[:4000]
     if track:   # and under --track, what keeps a minor cause's tensors, in a line of its own
-        assert re.search(r"\n    \[linger\] \d+ B: tensor 'accs\.append\(.*\)'\n"
+        assert re.search(r"\n    \[linger\] \d+ B in [\d.]+ KiB of blocks: tensor 'accs\.append\(.*\)'\n"
                          r"      held by: frame local 'accs' in main kept_results\.py:\d+ "
                          r"→ list\[\*\]\n", text), text[:4000]
     rc, strict = run([CLI, "check", "--min-bytes", "0", snap])

@@ -166,6 +166,13 @@ static uint64_t counted_bytes(const vt__check_finding *x)
     return x->rule == VT_CHECK_RULE_PINNED ? x->wasted_bytes : x->bytes;
 }
 
+/* The same with the finding's block where larger (vt__ck_held_bytes): what
+ * it keeps from the program. */
+static uint64_t counted_held_bytes(const vt__check_finding *x)
+{
+    return x->rule == VT_CHECK_RULE_PINNED ? x->wasted_bytes : vt__ck_held_bytes(x);
+}
+
 /* The findings of the causes under the floor (check.h, "Minor findings")
  * move to r->minor, in rank order; the others keep theirs. */
 static int split_minor(vt__check_report *r, const vt__snapshot_data *s, const ck_model *m,
@@ -194,7 +201,7 @@ static int split_minor(vt__check_report *r, const vt__snapshot_data *s, const ck
     }
     size_t kept = 0, nminor = 0;
     for (size_t i = 0; i < r->nfindings; i++) {
-        if (g[group_of[i]].bytes < floor)
+        if (g[group_of[i]].held_bytes < floor)
             minor[nminor++] = r->findings[i];
         else
             r->findings[kept++] = r->findings[i];
@@ -207,8 +214,10 @@ static int split_minor(vt__check_report *r, const vt__snapshot_data *s, const ck
     r->nfindings = kept;
     r->minor = minor;
     r->nminor = nminor;
-    for (size_t i = 0; i < nminor; i++)
+    for (size_t i = 0; i < nminor; i++) {
         r->minor_bytes += counted_bytes(&minor[i]);
+        r->minor_held_bytes += counted_held_bytes(&minor[i]);
+    }
     return 0;
 }
 
@@ -374,6 +383,7 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
         goto fail;
     for (size_t i = 0; i < r->nfindings; i++) {
         r->total_bytes += counted_bytes(&r->findings[i]);
+        r->total_held_bytes += counted_held_bytes(&r->findings[i]);
         r->total_byte_seconds += r->findings[i].byte_seconds;
     }
     free(fs.fst);

@@ -171,8 +171,8 @@
  *   byte_seconds half of bytes x linger_ns (growth from nothing to bytes).
  *
  * Minor findings: after the rules, the findings are grouped by cause (as
- * vt__check_report_groups groups them) and those of a cause whose bytes sum
- * under the floor (vt__check_options.min_bytes; automatic: see
+ * vt__check_report_groups groups them) and those of a cause whose held bytes
+ * (each storage's block where larger than its bytes) sum under the floor (vt__check_options.min_bytes; automatic: see
  * VT_CHECK_MINOR_PERMILLE) move to the report's `minor`, ranked the same:
  * they are not findings (nfindings, the totals, the exit status) but stay
  * whole for whoever wants them (the JSON's "minor", export's marked ones).
@@ -229,7 +229,10 @@ struct vt__event_stream;
 /* GROWTH: marks a trace needs for the rule to run (one of warm-up at least). */
 #define VT_CHECK_GROWTH_MIN_MARKS (VT_CHECK_GROWTH_MIN_STEPS + 1)
 /* Minor findings: a cause (a group of findings, vt__check_report_groups)
- * holding fewer bytes than the floor is minor: the program's small results
+ * holding fewer bytes than the floor is minor (its storages' blocks, which
+ * are what it keeps from the program: a 4-byte tensor holds a 512-byte block
+ * of PyTorch's cache, and a list of one a step outgrows the floor as one of
+ * 512 bytes would): the program's small results
  * kept on purpose (`losses.append(loss.detach())`, a list of per-batch
  * accuracies) are not what a memory check is asked about, and a leak worth
  * the name outgrows the floor. The automatic floor is this share (per
@@ -344,7 +347,9 @@ typedef struct vt__check_finding {
     uint64_t addr;             /* storage address (native groups: the largest one) */
     uint64_t bytes;            /* bytes asked for (req_size; block size if unknown);
                                   native groups: the sum over nallocs */
-    uint64_t block_bytes;      /* rounded block size(s) */
+    uint64_t block_bytes;      /* rounded block size(s); GROWTH: the site's blocks alive at
+                                  the last judged end less those at the first (at least
+                                  bytes), what its growth keeps from the program */
     uint32_t nallocs;          /* allocations in the finding: 1, or a call site's count */
     uint32_t nbefore_window;   /* native call sites: of nallocs, those made before the
                                   window (still alive at the end; the window's decided) */
@@ -457,12 +462,15 @@ typedef struct vt__check_report {
     uint64_t end_time_ns;      /* end of the trace (see the time rule) */
     double pinned_ratio;       /* PINNED threshold as applied */
     uint64_t total_bytes;      /* sum of findings' bytes (PINNED: wasted_bytes) */
+    uint64_t total_held_bytes; /* the same with each storage's block where larger than its
+                                  bytes (vt__ck_held_bytes): what they keep from the program */
     double total_byte_seconds; /* sum of findings' byte_seconds */
     /* The findings of causes under the floor, ranked as `findings` are; not
      * in `findings`, nfindings or the totals above. */
     vt__check_finding *minor;
     size_t nminor;
     uint64_t minor_bytes;      /* sum of their bytes (PINNED: wasted_bytes) */
+    uint64_t minor_held_bytes; /* the same with blocks, as total_held_bytes */
     uint64_t min_bytes;        /* the floor applied, 0: none */
     uint8_t min_bytes_auto;    /* it is the automatic floor */
     uint64_t peak_bytes;       /* peak live bytes of the storages (device ones when the
@@ -642,7 +650,8 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *   "ignored": N,
  *   "host_skipped": N,                 (host storages not judged: vt__check_host)
  *   "start_time_ns": N, "end_time_ns": N,
- *   "total_bytes": N, "total_byte_seconds": X,
+ *   "total_bytes": N, "total_held_bytes": N, "total_byte_seconds": X,
+ *                                  (held: each storage's block where larger than its bytes)
  *   "findings": [                               ranked, largest bytes x time first
  *     {
  *       "rule": "linger"|"never-freed"|"outlier"|"pinned"|"cycle"|"tape"|"growth",
@@ -695,7 +704,7 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *     } ],
  *   "min_bytes": N, "peak_bytes": N,  the floor of minor causes applied (0: none), and
  *                                     the peak it is a share of (auto)
- *   "minor_bytes": N,
+ *   "minor_bytes": N, "minor_held_bytes": N,   (held: as total_held_bytes)
  *   "minor": [ FINDING... ],          the findings of causes under the floor, as above
  *   "groups": [                                 the findings by cause, largest bytes first
  *     {"rule": "...", "count": N, "bytes": N,

@@ -332,6 +332,7 @@ static void join(ck_group *g, uint32_t *into, size_t k, size_t j)
     into[k] = (uint32_t)j;
     g[j].count += g[k].count;
     g[j].bytes += g[k].bytes;
+    g[j].held_bytes += g[k].held_bytes;
     merge_lines(&g[j], &g[k]);
     g[k].count = 0;
 }
@@ -370,11 +371,13 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
             g[k].first = i;
             g[k].count = 0;
             g[k].bytes = 0;
+            g[k].held_bytes = 0;
             g[k].nlines = 0;
             ng++;
         }
         g[k].count++;
         g[k].bytes += x->bytes;
+        g[k].held_bytes += vt__ck_held_bytes(x);
         add_line(&g[k], line);
         of[i] = (uint32_t)k;
     }

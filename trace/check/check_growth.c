@@ -137,9 +137,11 @@ static int cmp_span(const void *p, const void *q)
 
 /* A growing site's finding, shown by storage st (index sti, CK_NONE for a
  * retired one's copy), nalive of its storages alive at the last judged
- * step end (mark, or window end by time). */
+ * step end (mark, or window end by time), its blocks alive there less those
+ * at the first judged end in block_growth (small tensors each hold a block:
+ * what the growth keeps from the program, vt__ck_held_bytes). */
 static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_storage *st,
-                        uint32_t nalive, const vt__check_growth *g)
+                        uint32_t nalive, const vt__check_growth *g, int64_t block_growth)
 {
     /* its storage's holders are looked up like any finding's */
     vt__check_finding *f = vt__ck_add_finding(fs, sti);
@@ -148,7 +150,8 @@ static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_sto
     vt__ck_fill_storage(f, m, st);
     f->rule = VT_CHECK_RULE_GROWTH;
     f->nallocs = nalive;
-    f->bytes = f->block_bytes = g->last_bytes - g->first_bytes;
+    f->bytes = g->last_bytes - g->first_bytes;
+    f->block_bytes = block_growth > (int64_t)f->bytes ? (uint64_t)block_growth : f->bytes;
     f->grace_mode = m->nmarks ? VT_CHECK_GRACE_STEPS : VT_CHECK_GRACE_TIME;
     f->last_use_seq = f->alloc_seq;
     f->last_use_time_ns = f->alloc_time_ns;
@@ -201,6 +204,16 @@ static uint32_t largest_alive_at(const ck_model *m, const span *sp, size_t n, ui
     return big;
 }
 
+/* The blocks of a site's storages sp[0..n) alive at step end `at`. */
+static int64_t blocks_alive_at(const ck_model *m, const span *sp, size_t n, uint32_t at)
+{
+    int64_t sum = 0;
+    for (size_t k = 0; k < n; k++)
+        if (sp[k].a <= at && at < sp[k].b)
+            sum += (int64_t)m->st[sp[k].idx].size;
+    return sum;
+}
+
 /* The finding of one growing site by marks, its storages sp[0..n): its
  * largest storage alive at the last judged mark stands for it. */
 static int marks_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
@@ -210,7 +223,8 @@ static int marks_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
     uint32_t big = largest_alive_at(m, sp, n, g->last, 0, &nalive);
     if (big == CK_NONE)
         return 0;   /* cannot be: it grew to last_bytes > 0 */
-    return site_finding(m, fs, big, &m->st[big], nalive, g);
+    return site_finding(m, fs, big, &m->st[big], nalive, g,
+                        blocks_alive_at(m, sp, n, g->last) - blocks_alive_at(m, sp, n, g->first));
 }
 
 /* The storages GROWTH judges in the model, each with the step ends it is
@@ -453,7 +467,16 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
             show = &x->retired->win_first;
             sti = CK_NONE;
         }
-        rc = site_finding(m, fs, sti, show, nalive[g.last], &g);
+        /* its blocks at the first and last judged ends: the live ones', and
+         * the retired ones' from their sums (win's fourth part) */
+        int64_t block_growth = blocks_alive_at(m, sp + x->s0, x->s1 - x->s0, g.last) -
+                               blocks_alive_at(m, sp + x->s0, x->s1 - x->s0, g.first);
+        if (x->retired) {
+            const int64_t *blocks = x->retired->win + 3 * (nw + 1);
+            for (size_t k = g.first + 1; k <= g.last; k++)
+                block_growth += blocks[k];
+        }
+        rc = site_finding(m, fs, sti, show, nalive[g.last], &g, block_growth);
     }
 out:
     free(sp);

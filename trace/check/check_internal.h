@@ -86,7 +86,9 @@ typedef struct ck_site {
      * at each window's end, as differences (nwin + 1 of them), then their
      * count the same way (nwin + 1 more), then, for each window a storage
      * started to count at, the latest window any of those stopped at (nwin
-     * + 1 more: how long the storages made then were kept), and the first of
+     * + 1 more: how long the storages made then were kept), then their
+     * blocks alive at each window's end as differences (nwin + 1 more: what
+     * a growth keeps from the program, vt__ck_held_bytes), and the first of
      * them that counted there (lowest ord), which a finding shows. */
     int64_t *win;
     ck_storage win_first;
@@ -317,6 +319,10 @@ int vt__ck_site_ignored(const ck_model *m, const vt__check_options *opt, uint32_
 vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
 /* Bytes asked for, else the block size. */
 uint64_t vt__ck_storage_bytes(const ck_storage *st);
+/* What a finding keeps from the program: its storage's block where that is
+ * larger than the bytes asked for (a 4-byte loss holds a 512-byte block of
+ * PyTorch's cache), else its bytes. */
+uint64_t vt__ck_held_bytes(const vt__check_finding *f);
 /* A storage's lifetime (its allocation and its free: seq, time, stack) and
  * its tensor count into `o`, and a use's when and where (seq, time, stack)
  * into o's last_use_*: the fields a finding (vt__ck_fill_storage) and a row
@@ -408,6 +414,7 @@ typedef struct ck_group {
     size_t first;                 /* index of its first finding */
     size_t count;
     uint64_t bytes;
+    uint64_t held_bytes;          /* its findings' vt__ck_held_bytes: what the floor weighs */
     size_t nlines;                /* distinct owner lines in it (a graph's group has several),
                                    * counted up to CK_GROUP_LINES_MAX ("at least" from there) */
     uint64_t lines[CK_GROUP_LINES_MAX];   /* their hashes */

@@ -80,20 +80,22 @@ static int win_fold(ck_model *m, ck_site *c, const ck_storage *s)
     if (a >= b)
         return 0;   /* alive at no window's end */
     if (!c->win) {
-        if (!(c->win = calloc(3 * (m->nwin + 1), sizeof *c->win)))
+        if (!(c->win = calloc(4 * (m->nwin + 1), sizeof *c->win)))
             return -ENOMEM;
         c->win_first = *s;
     } else if (s->ord < c->win_first.ord) {
         c->win_first = *s;
     }
     int64_t bytes = (int64_t)vt__ck_storage_bytes(s), *count = c->win + m->nwin + 1;
-    int64_t *until = count + m->nwin + 1;
+    int64_t *until = count + m->nwin + 1, *blocks = until + m->nwin + 1;
     c->win[a] += bytes;
     c->win[b] -= bytes;
     count[a]++;
     count[b]--;
     if ((int64_t)b > until[a])
         until[a] = (int64_t)b;
+    blocks[a] += (int64_t)s->size;
+    blocks[b] -= (int64_t)s->size;
     return 0;
 }
 

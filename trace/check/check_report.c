@@ -201,6 +201,18 @@ static void print_older(FILE *f, const char *indent, const char *where, uint64_t
                 n == 1 ? "" : "s", vt__fmt_bytes(bytes, b), where);
 }
 
+/* A cause's blocks, where they hold more than its bytes say (as printed):
+ * small tensors each take a block of PyTorch's cache (512 bytes at least),
+ * and that is what they keep from the program (and what the floor of minor
+ * findings weighs). */
+static void print_held_blocks(FILE *f, const ck_group *g)
+{
+    char held[VT_FMT_BYTES_LEN], bytes[VT_FMT_BYTES_LEN];
+    vt__fmt_bytes(g->held_bytes, held);
+    if (g->held_bytes > g->bytes && strcmp(held, vt__fmt_bytes(g->bytes, bytes)) != 0)
+        fprintf(f, " in %s of blocks", held);
+}
+
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
     size_t ng = 0;
@@ -217,9 +229,10 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
     for (size_t k = 0; k < ng && k < GROUPS_SHOWN; k++) {
         const char *rule, *owner, *path;
         vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
-        fprintf(f, "  %zu \xc3\x97 [%s] %s (%s each on average), first #%zu\n", g[k].count, rule,
-                vt__fmt_bytes(g[k].bytes, b1), vt__fmt_bytes(g[k].bytes / g[k].count, b2),
-                g[k].first + 1);
+        fprintf(f, "  %zu \xc3\x97 [%s] %s", g[k].count, rule, vt__fmt_bytes(g[k].bytes, b1));
+        print_held_blocks(f, &g[k]);
+        fprintf(f, " (%s each on average), first #%zu\n",
+                vt__fmt_bytes(g[k].bytes / g[k].count, b2), g[k].first + 1);
         if (!strcmp(rule, vt__check_rule_name(VT_CHECK_RULE_GROWTH))) {
             const vt__check_finding *x = &r->findings[g[k].first];
             char site[CK_GROUP_KEY_MAX];
@@ -295,6 +308,9 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
     char b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN], b3[VT_FMT_BYTES_LEN];
     fprintf(f, "  %zu minor finding%s (%s", r->nminor, r->nminor == 1 ? "" : "s",
             vt__fmt_bytes(r->minor_bytes, b1));
+    /* the floor weighs their blocks (print_held_blocks) */
+    if (strcmp(vt__fmt_bytes(r->minor_held_bytes, b3), b1) != 0)
+        fprintf(f, " in %s of blocks", b3);
     if (g)
         fprintf(f, " from %zu cause%s", ng, ng == 1 ? "" : "s");
     fprintf(f, ") under the floor of %s", vt__fmt_bytes(r->min_bytes, b2));
@@ -312,7 +328,9 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
             snprintf(site, sizeof site, "tensor '%s'", owner);
         else
             site_of(s, r->minor[g[k].first].alloc_stack, site, sizeof site);
-        fprintf(f, "    [%s] %s: %s\n", rule, vt__fmt_bytes(g[k].bytes, b1), site);
+        fprintf(f, "    [%s] %s", rule, vt__fmt_bytes(g[k].bytes, b1));
+        print_held_blocks(f, &g[k]);
+        fprintf(f, ": %s\n", site);
         print_minor_holder(f, &g[k], owner, path);
     }
     if (g && ng > MINOR_SHOWN)
@@ -362,11 +380,14 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     int any_pinned = 0;
     for (size_t i = 0; i < r->nfindings; i++)
         any_pinned |= r->findings[i].rule == VT_CHECK_RULE_PINNED;
-    if (r->nfindings)
-        fprintf(f, ", %s held after last use%s (%s)",
-                vt__fmt_bytes(r->total_bytes, b1),
-                any_pinned ? " or pinned by small views" : "",
-                vt__fmt_byte_seconds(r->total_byte_seconds, b2));
+    if (r->nfindings) {
+        fprintf(f, ", %s held after last use%s", vt__fmt_bytes(r->total_bytes, b1),
+                any_pinned ? " or pinned by small views" : "");
+        /* small tensors each hold a block (print_held_blocks) */
+        if (strcmp(vt__fmt_bytes(r->total_held_bytes, b3), b1) != 0)
+            fprintf(f, " in %s of blocks", b3);
+        fprintf(f, " (%s)", vt__fmt_byte_seconds(r->total_byte_seconds, b2));
+    }
     const char *pool = vt__snapshot_pool_note(s);
     if (pool && (s->meta.flags & VT_META_POOL_UNSEEN))
         fprintf(f, "\n  NOTE: %s", pool);
@@ -438,8 +459,9 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         else
             fprintf(f, " on host");
         fprintf(f, ", %s", vt__fmt_bytes(x->bytes, b1));
-        if (x->block_bytes != x->bytes)
-            fprintf(f, " (block %s)", vt__fmt_bytes(x->block_bytes, b2));
+        if (x->block_bytes != x->bytes)   /* a growth's: the blocks it grew by */
+            fprintf(f, " (block%s %s)", x->rule == VT_CHECK_RULE_GROWTH ? "s" : "",
+                    vt__fmt_bytes(x->block_bytes, b2));
         if (x->nallocs > 1)
             fprintf(f, " in %u allocations", x->nallocs);
         if (x->nbefore_window)
@@ -852,16 +874,18 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     fprintf(f, ",\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
                "\"ignored\":%zu,\"host_skipped\":%zu,\"events_overwritten\":%" PRIu64
                ",\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
-               ",\"total_bytes\":%" PRIu64 ",\"total_byte_seconds\":",
+               ",\"total_bytes\":%" PRIu64 ",\"total_held_bytes\":%" PRIu64
+               ",\"total_byte_seconds\":",
             r->nmarks, r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nignored,
             r->nhost_skipped, s->meta.events_overwritten, r->start_time_ns, r->end_time_ns,
-            r->total_bytes);
+            r->total_bytes, r->total_held_bytes);
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
     for (size_t i = 0; i < r->nfindings; i++)
         json_finding(f, s, &r->findings[i], i ? "," : "");
     fprintf(f, "],\"min_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"minor_bytes\":%" PRIu64
-               ",\"minor\":[", r->min_bytes, r->peak_bytes, r->minor_bytes);
+               ",\"minor_held_bytes\":%" PRIu64 ",\"minor\":[", r->min_bytes, r->peak_bytes,
+            r->minor_bytes, r->minor_held_bytes);
     for (size_t i = 0; i < r->nminor; i++)
         json_finding(f, s, &r->minor[i], i ? "," : "");
     fprintf(f, "],\"groups\":[");
@@ -874,10 +898,10 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         const char *rule, *owner, *path;
         char copy[CK_GROUP_KEY_MAX];
         vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
-        fprintf(f, "%s{\"rule\":\"%s\",\"count\":%zu,\"bytes\":%" PRIu64 ",\"first\":%zu,"
-                   "\"lines\":%zu,\"older_alive\":{\"storages\":%" PRIu64 ",\"bytes\":%" PRIu64
-                   "},\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes, g[k].first,
-                g[k].nlines, older[k], older[ng + k]);
+        fprintf(f, "%s{\"rule\":\"%s\",\"count\":%zu,\"bytes\":%" PRIu64 ",\"held_bytes\":%" PRIu64
+                   ",\"first\":%zu,\"lines\":%zu,\"older_alive\":{\"storages\":%" PRIu64
+                   ",\"bytes\":%" PRIu64 "},\"owner\":", k ? "," : "", rule, g[k].count, g[k].bytes,
+                g[k].held_bytes, g[k].first, g[k].nlines, older[k], older[ng + k]);
         vt__json_str(f, owner);
         fprintf(f, ",\"path\":");
         vt__json_str(f, path);
