@@ -189,13 +189,23 @@
     findings.forEach((f, i) => {
       const key = f.g != null ? 'g' + f.g : 'r' + (f.kind || '') + '\u001f' + (f.title || '');
       let grp = byKey.get(key);
-      if (!grp) byKey.set(key, (grp = { key, order: f.g != null ? f.g : Infinity, members: [], bytes: 0 }));
+      if (!grp) byKey.set(key, (grp = { key, order: f.g != null ? f.g : Infinity, members: [], bytes: 0, held: 0 }));
       grp.members.push(i);
-      grp.bytes += f.bytes != null ? f.bytes : (f.l >= 0 && f.l < nL ? lSize[f.l] : 0);
+      const block = f.l >= 0 && f.l < nL ? lSize[f.l] : 0;
+      const bytes = f.bytes != null ? f.bytes : block;
+      grp.bytes += bytes;
+      grp.held += Math.max(bytes, block);   // its block: what it keeps (check's held bytes)
     });
     return Array.from(byKey.values()).sort((a, b) => a.order - b.order || a.members[0] - b.members[0]);
   })();
   const openGroups = new Set();   // groups the user expanded
+
+  /* ", in X of blocks" where a cause's blocks hold a quarter more than its
+   * bytes (small tensors each take a block of 512 bytes at least), as
+   * `vramtrace check` says it. */
+  function heldBlocks(g) {
+    return g.held - g.bytes > g.bytes / 4 ? ', in ' + fmtBytes(g.held) + ' of blocks' : '';
+  }
 
   function findingLine(f, i) {
     const sel = (f.l >= 0 && f.l === view.selected) || (f.l < 0 && view.finding === i);
@@ -218,7 +228,7 @@
       return '<details class="fgroup' + (f.kind === 'tape' ? ' tape' : '') + '" data-g="' + esc(g.key) + '"' + (openGroups.has(g.key) ? ' open' : '') + '>' +
         '<summary class="finding' + (f.kind === 'tape' ? ' tape' : '') + '" data-f="' + i + '"><span class="count">' + n + ' &times;</span> ' +
         '<span class="t">' + esc(clip(f.title || f.kind, 200)) + '</span>' +
-        '<div>' + n + ' findings from one cause, ' + fmtBytes(g.bytes) + ' in all (' + fmtBytes(g.bytes / n) + ' each on average); open to list them</div>' +
+        '<div>' + n + ' findings from one cause, ' + fmtBytes(g.bytes) + ' in all' + heldBlocks(g) + ' (' + fmtBytes(g.bytes / n) + ' each on average); open to list them</div>' +
         held + '</summary>' +
         g.members.map((m) => findingLine(findings[m], m)).join('') + '</details>';
     }).join('');

@@ -192,6 +192,24 @@ TEST(small_tensors_kept_every_step_are_weighed_by_their_blocks)
     synth_fini(&y);
 }
 
+/* A tensor's block rounds a larger one up by less than a quarter: not
+ * worth a word (on a real run many a cause would read "7.81 KiB in 8 KiB
+ * of blocks"), though the floor weighs the blocks all the same. */
+TEST(blocks_only_a_little_larger_than_the_bytes_go_unsaid)
+{
+    synth y;
+    kept_results(&y, 4 * MiB, 1000, 8);   /* blocks of 1,024 bytes */
+    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_NONE);
+    size_t n = kept_findings(r->findings, r->nfindings);
+    ASSERT(n >= 5);
+    ASSERT_EQ(r->total_held_bytes, 1024 * n);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, " held after last use (") && !strstr(text, " of blocks"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* The same by GROWTH: a site's growth weighs the blocks it grew by. 300
  * steps keeping 4 bytes each grow by about 900 bytes asked for after the
  * warm-up, by 112.5 KiB of blocks: over the floor of a 64 MiB job. */

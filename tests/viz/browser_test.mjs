@@ -821,6 +821,8 @@ const tests = {
       const entries = await page.$$eval('#findings > .finding, #findings > details', (e) => e.map((x) => x.textContent));
       check(entries.length === groups.length, 'findings entries: ' + entries.length + ' for ' + groups.length + ' cause(s)');
       check(entries[0].includes(groups[0].count + ' \u00d7') && entries[0].includes('logits'), 'the group entry: ' + entries[0]);
+      // 1 MiB tensors in 1 MiB blocks: no word of blocks (small_results_say_their_blocks)
+      check(!entries[0].includes('of blocks'), 'the group entry speaks of blocks: ' + entries[0]);
       check((await page.textContent('#nfindings')).includes('from 1 cause'), 'findings count: ' + await page.textContent('#nfindings'));
       // Expanded, it lists every finding of the group; one click selects it.
       await page.click('#findings > details > summary');
@@ -831,6 +833,27 @@ const tests = {
       await until(page, () => window.__vt.layout && window.__vt.layout.leftOut === 0);
       const all = await page.evaluate(() => window.__vt.layout);
       check(all.stepsTo - all.stepsFrom < 0.3, 'show all: ' + JSON.stringify(all));
+    });
+  },
+
+  // Small results kept a step (gen_snapshot run with logits of 1,600 bytes,
+  // each in a block of 2,048): their cause's entry says the blocks they
+  // hold as `vramtrace check` does, which is what put them over check's
+  // floor (43.75 KiB asked for, 56 KiB of blocks, against a floor of 47.1).
+  async small_results_say_their_blocks() {
+    const snap = join(artifacts, 'small_results.vtsnap');
+    execFileSync(process.env.VT_GEN, ['run', snap, '1600'], { stdio: 'pipe' });
+    const html = viz(snap, join(artifacts, 'small_results.html'), ['--check']);
+    const rep = checkJson(snap);
+    const g = rep.groups;
+    check(g.length === 1 && g[0].held_bytes === 2048 * g[0].count && g[0].bytes === 1600 * g[0].count &&
+          g[0].bytes < rep.min_bytes && rep.min_bytes < g[0].held_bytes, 'check: ' + JSON.stringify([g, rep.min_bytes]));
+    check(checkText(snap).includes(' × [linger] 43.75 KiB in 56 KiB of blocks (1.56 KiB each on average)'),
+          'check text: ' + checkText(snap));
+    await withPage(html, async (page) => {
+      const entry = await page.textContent('#findings > details > summary');
+      check(entry.includes(g[0].count + ' findings from one cause, 43.8 KiB in all, in 56.0 KiB of blocks (1.56 KiB each on average)'),
+            'the group entry: ' + entry);
     });
   },
 

@@ -26,12 +26,13 @@
  *       5 MiB blocks (load_batch), one of each kept, then 12 MiB blocks
  *       (forward) in segments of their own until the fifth runs out of
  *       memory (an OOM event; expandable segments fit in replay).
- *   gen_snapshot run OUT.vtsnap
+ *   gen_snapshot run OUT.vtsnap [LOGITS_BYTES]
  *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
  *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
  *       3.6 s with no event (the framework's import, its kernels loading),
  *       then 30 steps "step 1".."step 30" of about 5 ms each: activations
- *       from forward, freed in backward, and the leak, one "logits" (1 MiB)
+ *       from forward, freed in backward, and the leak, one "logits" (1 MiB
+ *       less 100 bytes asked for, or LOGITS_BYTES: `run OUT 4` keeps a loss)
  *       per step appended to the list "history" ("[N]") after its only
  *       use, so `--check` finds 30 storages from one cause; a 96 MiB
  *       segment the cache keeps unused (reserved far above allocated); a
@@ -111,9 +112,11 @@ static vt__event *ev(uint8_t kind)
     return e;
 }
 
-static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
+/* A block for `req` bytes asked for: 512-byte rounded, as PyTorch's cache
+ * rounds. */
+static uint64_t alloc_req(uint64_t req, uint32_t stk, uint64_t stream)
 {
-    size = (size + 511) & ~511ull;
+    uint64_t size = (req + 511) & ~511ull;
     if (reserved_used + size > reserved) {
         uint64_t seg = size > 32 * MiB ? size : 32 * MiB;
         vt__event *e = ev(VT_EV_SEGMENT_ALLOC);
@@ -128,10 +131,16 @@ static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
     vt__event *e = ev(VT_EV_ALLOC);
     e->addr = addr;
     e->size = size;
-    e->req_size = size - 100;
+    e->req_size = req;
     e->stack = stk;
     e->stream = stream;
     return addr;
+}
+
+/* A block of `size` (rounded up to 512 bytes), 100 bytes fewer asked for. */
+static uint64_t alloc(uint64_t size, uint32_t stk, uint64_t stream)
+{
+    return alloc_req(((size + 511) & ~511ull) - 100, stk, stream);
 }
 
 /* An allocation at a chosen address inside space already reserved. */
@@ -490,7 +499,7 @@ static void generate_python(void)
  * at all), "one" (a single allocation, never freed), "marks" (only marks, no
  * allocation), "huge" (a 2000-character tensor name, mark labels and
  * function names, a 300-frame stack). */
-static void generate_run(void)
+static void generate_run(uint64_t logits_bytes)
 {
     begin_snapshot(4444, "python train_leak.py leak --steps 30");
     uint32_t st_w = STACK("<module>", "setup", "Linear.__init__");
@@ -536,8 +545,8 @@ static void generate_run(void)
         uint64_t acts[4];
         for (int i = 0; i < 4; i++)
             acts[i] = alloc(4 * MiB, st_act, 0);
-        uint64_t a = alloc(1 * MiB, st_logits, 0);
-        uint64_t t = tensor("logits", a, 1 * MiB);
+        uint64_t a = alloc_req(logits_bytes, st_logits, 0);
+        uint64_t t = tensor("logits", a, logits_bytes);
         vt__event *u = ev(VT_EV_TENSOR_USE);
         u->aux = t;
         u->stack = st_logits;
@@ -646,7 +655,7 @@ int main(int argc, char **argv)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom|run OUT\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
@@ -655,7 +664,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "python"))
         generate_python();
     else if (!strcmp(argv[1], "run"))
-        generate_run();
+        generate_run(argc > 3 ? (uint64_t)strtoull(argv[3], NULL, 10) : MiB - 100);
     else if (strcmp(argv[1], "small") && !big)
         generate_edge(argv[1]);
     else

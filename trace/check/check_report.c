@@ -201,16 +201,16 @@ static void print_older(FILE *f, const char *indent, const char *where, uint64_t
                 n == 1 ? "" : "s", vt__fmt_bytes(bytes, b), where);
 }
 
-/* A cause's blocks, where they hold more than its bytes say (as printed):
+/* " in X of blocks" after `bytes` where their blocks hold a quarter more:
  * small tensors each take a block of PyTorch's cache (512 bytes at least),
  * and that is what they keep from the program (and what the floor of minor
- * findings weighs). */
-static void print_held_blocks(FILE *f, const ck_group *g)
+ * findings weighs); a larger tensor's block rounds it up by less, which is
+ * not worth a word on every cause. */
+static void print_held_blocks(FILE *f, uint64_t bytes, uint64_t held)
 {
-    char held[VT_FMT_BYTES_LEN], bytes[VT_FMT_BYTES_LEN];
-    vt__fmt_bytes(g->held_bytes, held);
-    if (g->held_bytes > g->bytes && strcmp(held, vt__fmt_bytes(g->bytes, bytes)) != 0)
-        fprintf(f, " in %s of blocks", held);
+    char b[VT_FMT_BYTES_LEN];
+    if (held > bytes && held - bytes > bytes / 4)
+        fprintf(f, " in %s of blocks", vt__fmt_bytes(held, b));
 }
 
 static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
@@ -230,7 +230,7 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
         const char *rule, *owner, *path;
         vt__ck_group_parts(&g[k], copy, sizeof copy, &rule, &owner, &path);
         fprintf(f, "  %zu \xc3\x97 [%s] %s", g[k].count, rule, vt__fmt_bytes(g[k].bytes, b1));
-        print_held_blocks(f, &g[k]);
+        print_held_blocks(f, g[k].bytes, g[k].held_bytes);
         fprintf(f, " (%s each on average), first #%zu\n",
                 vt__fmt_bytes(g[k].bytes / g[k].count, b2), g[k].first + 1);
         if (!strcmp(rule, vt__check_rule_name(VT_CHECK_RULE_GROWTH))) {
@@ -308,9 +308,7 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
     char b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN], b3[VT_FMT_BYTES_LEN];
     fprintf(f, "  %zu minor finding%s (%s", r->nminor, r->nminor == 1 ? "" : "s",
             vt__fmt_bytes(r->minor_bytes, b1));
-    /* the floor weighs their blocks (print_held_blocks) */
-    if (strcmp(vt__fmt_bytes(r->minor_held_bytes, b3), b1) != 0)
-        fprintf(f, " in %s of blocks", b3);
+    print_held_blocks(f, r->minor_bytes, r->minor_held_bytes);   /* what the floor weighs */
     if (g)
         fprintf(f, " from %zu cause%s", ng, ng == 1 ? "" : "s");
     fprintf(f, ") under the floor of %s", vt__fmt_bytes(r->min_bytes, b2));
@@ -329,7 +327,7 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
         else
             site_of(s, r->minor[g[k].first].alloc_stack, site, sizeof site);
         fprintf(f, "    [%s] %s", rule, vt__fmt_bytes(g[k].bytes, b1));
-        print_held_blocks(f, &g[k]);
+        print_held_blocks(f, g[k].bytes, g[k].held_bytes);
         fprintf(f, ": %s\n", site);
         print_minor_holder(f, &g[k], owner, path);
     }
@@ -383,9 +381,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     if (r->nfindings) {
         fprintf(f, ", %s held after last use%s", vt__fmt_bytes(r->total_bytes, b1),
                 any_pinned ? " or pinned by small views" : "");
-        /* small tensors each hold a block (print_held_blocks) */
-        if (strcmp(vt__fmt_bytes(r->total_held_bytes, b3), b1) != 0)
-            fprintf(f, " in %s of blocks", b3);
+        print_held_blocks(f, r->total_bytes, r->total_held_bytes);
         fprintf(f, " (%s)", vt__fmt_byte_seconds(r->total_byte_seconds, b2));
     }
     const char *pool = vt__snapshot_pool_note(s);
