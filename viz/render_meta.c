@@ -78,6 +78,14 @@ static void write_oom(struct render *r, vt__buf *m)
     vt__put_str(m, "}");
 }
 
+void vt__viz_minor_of(struct render *r, const vt__check_report *report)
+{
+    r->nminor = report->nminor;
+    r->minor_bytes = report->minor_bytes;
+    r->minor_held_bytes = report->minor_held_bytes;
+    r->min_bytes = report->min_bytes;
+}
+
 void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
                         const size_t *npoints)
 {
@@ -89,6 +97,11 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
                    r->naxis, r->nl + r->nx, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
                    c->tq, c->size_shift, c->addr_shift);
+    /* what the check left out as minor: the findings panel says it */
+    if (r->nminor)
+        vt__put_printf(m, "\"minor\":{\"n\":%zu,\"bytes\":%" PRIu64 ",\"held\":%" PRIu64
+                       ",\"floor\":%" PRIu64 "},", r->nminor, r->minor_bytes, r->minor_held_bytes,
+                       r->min_bytes);
     /* The page devices after the CUDA ones: external storages, by device
      * value (-1: the host, as `vramtrace check` says "on host"). */
     vt__put_printf(m, "\"nExt\":%zu,\"extKinds\":[", r->nx);

@@ -836,6 +836,8 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
     int rc;
     if (errlen)
         err[0] = 0;
+    if (report)
+        vt__viz_minor_of(r, report);
     if (r->nevents >= NONE)
         return vt__errf(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
     r->axis_of = calloc(r->nevents + 1, sizeof *r->axis_of);

@@ -219,7 +219,12 @@
     const nG = findingGroups.length;
     $('nfindings').textContent = '(' + findings.length + (nG < findings.length ? ' from ' + nG + ' cause' + (nG === 1 ? '' : 's') : '') + ')';
     const el = $('findings');
-    if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>'; return; }
+    // what the check left out as minor, in one line (as `vramtrace check` says it)
+    const mi = meta.minor;
+    const minor = mi ? '<div class="none minor">' + mi.n.toLocaleString() + ' minor finding' + (mi.n === 1 ? '' : 's') + ' (' +
+      fmtBytes(mi.bytes) + heldBlocks({ bytes: mi.bytes, held: mi.held }) + ') under the floor of ' + fmtBytes(mi.floor) +
+      ': not shown (<code>vramtrace check --min-bytes 0</code> lists them)</div>' : '';
+    if (!findings.length) { el.innerHTML = '<div class="none">none' + (meta.checked ? '' : ' (run with --check to look for them)') + '</div>' + minor; return; }
     el.innerHTML = findingGroups.map((g) => {
       if (g.members.length === 1) return findingLine(findings[g.members[0]], g.members[0]);
       const i = g.members[0], f = findings[i];
@@ -231,7 +236,7 @@
         '<div>' + n + ' findings from one cause, ' + fmtBytes(g.bytes) + ' in all' + heldBlocks(g) + ' (' + fmtBytes(g.bytes / n) + ' each on average); open to list them</div>' +
         held + '</summary>' +
         g.members.map((m) => findingLine(findings[m], m)).join('') + '</details>';
-    }).join('');
+    }).join('') + minor;
   }
 
   function select(l, moment) {

@@ -839,7 +839,8 @@ const tests = {
   // Small results kept a step (gen_snapshot run with logits of 1,600 bytes,
   // each in a block of 2,048): their cause's entry says the blocks they
   // hold as `vramtrace check` does, which is what put them over check's
-  // floor (43.75 KiB asked for, 56 KiB of blocks, against a floor of 47.1).
+  // floor (43.75 KiB asked for, 56 KiB of blocks, against a floor of 47.1);
+  // 4-byte ones stay under it, and the panel says so in a line.
   async small_results_say_their_blocks() {
     const snap = join(artifacts, 'small_results.vtsnap');
     execFileSync(process.env.VT_GEN, ['run', snap, '1600'], { stdio: 'pipe' });
@@ -854,6 +855,20 @@ const tests = {
       const entry = await page.textContent('#findings > details > summary');
       check(entry.includes(g[0].count + ' findings from one cause, 43.8 KiB in all, in 56.0 KiB of blocks (1.56 KiB each on average)'),
             'the group entry: ' + entry);
+      check(!(await page.textContent('#findings')).includes('minor'), 'minor findings said where check has none');
+    });
+    // A loss of 4 bytes kept a step: under the floor, blocks and all. The
+    // page has no finding to show, and says, as check does, what it left out.
+    const minorSnap = join(artifacts, 'minor_results.vtsnap');
+    execFileSync(process.env.VT_GEN, ['run', minorSnap, '4'], { stdio: 'pipe' });
+    const minorRep = checkJson(minorSnap);
+    check(minorRep.findings.length === 0 && minorRep.minor.length >= 20, 'check: ' + JSON.stringify(minorRep.minor.length));
+    const n = minorRep.minor.length;
+    await withPage(viz(minorSnap, join(artifacts, 'minor_results.html'), ['--check']), async (page) => {
+      const text = await page.textContent('#findings');
+      check(text.startsWith('none') && text.includes(n + ' minor findings (' + 4 * n + ' B, in ' + (n / 2).toFixed(1) +
+            ' KiB of blocks) under the floor of ' + (minorRep.min_bytes / 1024).toFixed(1) + ' KiB: not shown (vramtrace check --min-bytes 0 lists them)'),
+            'the findings panel: ' + text);
     });
   },
 
