@@ -22,6 +22,8 @@ import shutil
 import sys
 from typing import Dict, Tuple
 
+import pytest
+
 from observed_helpers import CLI, HERE, LOGITS_LINE, SCRIPT, SIMRUN, snapshot_json, train
 from procs import run
 
@@ -314,18 +316,21 @@ def test_a_kept_exception_is_named_with_its_traceback_frame_and_local(tmp_path):
                 f"frame of step (stored_exception.py:{line}) local 'logits' → ") in text, text[:4000]
 
 
-def test_a_value_kept_every_step_is_named_by_its_blocks_and_its_list(tmp_path):
+@pytest.mark.parametrize("track", [True, False], ids=["run-track", "run"])
+def test_a_value_kept_every_step_is_named_by_its_blocks_and_its_list(track, tmp_path):
     """An actor-critic loop (actor_critic.py) keeps the critic's value of
     every environment step for a plot: a 4-byte tensor a step, each a
     512-byte block of PyTorch's cache. `check` weighs the cause by its
-    blocks and names the list; the twin keeping `value.item()` is clean.
-    Before: the cause was weighed by the bytes asked for (3 KiB against a
-    floor of 131 KiB) and the run said "0 findings"."""
+    blocks and, under --track, names the list; under plain `run`, where it
+    sees blocks and not tensors, their call site (the critic's line); the
+    twin keeping `value.item()` is clean. Before: the cause was weighed by the
+    bytes asked for (3 KiB against a floor of 131 KiB) and the run said "0
+    findings"."""
     prog = os.path.join(HERE, "actor_critic.py")
     for kind in ("leak", "fixed"):
         snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
-                       sys.executable, prog, kind])
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
+                       "-o", snap, "--", sys.executable, prog, kind])
         assert rc == 0 and "episodes 60, values " in out, out[-3000:]
         values = int(out.split("values ")[-1].split()[0])
         rc, text = run([CLI, "check", snap, "--json"])
@@ -335,15 +340,25 @@ def test_a_value_kept_every_step_is_named_by_its_blocks_and_its_list(tmp_path):
             continue
         assert rc == 1, text[-3000:]
         [g] = j["groups"]
-        # every value but the last episode's (still in use at the end)
-        assert values - 30 <= g["count"] <= values and g["bytes"] == 4 * g["count"], g
-        assert g["held_bytes"] == 512 * g["count"] and g["held_bytes"] > j["min_bytes"], g
-        assert "self.critic(h) (actor_critic.py:" in g["owner"], g
+        if track:
+            # every value but the last episode's (still in use at the end)
+            assert values - 30 <= g["count"] <= values and g["bytes"] == 4 * g["count"], g
+            assert g["held_bytes"] == 512 * g["count"] and g["held_bytes"] > j["min_bytes"], g
+            assert "self.critic(h) (actor_critic.py:" in g["owner"], g
+        else:   # one finding for the call site's blocks
+            [f] = j["findings"]
+            n = f["allocations"]
+            assert values - 30 <= n <= values and f["bytes"] == 4 * n, f
+            assert f["block_bytes"] == 512 * n == g["held_bytes"] > j["min_bytes"], (f, g)
         rc, text = run([CLI, "check", snap])
-        assert re.search(r"^vramtrace check: \d+ findings, [\d.]+ KiB held after last use in "
+        assert re.search(r"^vramtrace check: \d+ findings?, [\d.]+ KiB held after last use in "
                          r"[\d.]+ KiB of blocks", text), text[:2000]
-        assert re.search(rf"held by: frame local 'value_log' in main actor_critic\.py:\d+ → "
-                         r"list\[\*\] → tensor 'return F\.softmax", text), text[:4000]
+        if track:
+            assert re.search(rf"held by: frame local 'value_log' in main actor_critic\.py:\d+ → "
+                             r"list\[\*\] → tensor 'return F\.softmax", text), text[:4000]
+        else:
+            assert re.search(r"\n     at forward \(\S*actor_critic\.py:\d+, def at line \d+\)\n"
+                             r"     at act \(", text), text[:4000]
 
 
 def test_gradients_left_on_parameters_in_use_are_state_not_findings(tmp_path):
