@@ -213,7 +213,7 @@ void vt__viz_write_stacks(struct render *r, struct columns *c);
 
 /* ---- render_meta.c ------------------------------------------------------ */
 
-/* render_meta.c: the report's minor findings into r (nminor and the rest). */
+/* The report's minor findings into r (nminor and the rest): the page says them. */
 void vt__viz_minor_of(struct render *r, const vt__check_report *report);
 
 /* The page's JSON metadata into m: what the columns hold (c, npoints) and
