@@ -356,7 +356,9 @@ def test_a_value_kept_every_step_is_named_by_its_blocks_and_its_list(track, tmp_
         if track:
             assert re.search(rf"held by: frame local 'value_log' in main actor_critic\.py:\d+ → "
                              r"list\[\*\] → tensor 'return F\.softmax", text), text[:4000]
-        else:
+        else:   # (its blocks: 845 of them, not one)
+            assert re.search(r"\n#1 \[[\w-]+\] storage 0x[0-9a-f]+ on cuda:0, [\d.]+ KiB "
+                             r"\(blocks [\d.]+ KiB\) in \d+ allocations\n", text), text[:4000]
             assert re.search(r"\n     at forward \(\S*actor_critic\.py:\d+, def at line \d+\)\n"
                              r"     at act \(", text), text[:4000]
 

@@ -456,7 +456,8 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             fprintf(f, " on host");
         fprintf(f, ", %s", vt__fmt_bytes(x->bytes, b1));
         if (x->block_bytes != x->bytes)   /* a growth's: the blocks it grew by */
-            fprintf(f, " (block%s %s)", x->rule == VT_CHECK_RULE_GROWTH ? "s" : "",
+            fprintf(f, " (block%s %s)",
+                    x->rule == VT_CHECK_RULE_GROWTH || x->nallocs > 1 ? "s" : "",
                     vt__fmt_bytes(x->block_bytes, b2));
         if (x->nallocs > 1)
             fprintf(f, " in %u allocations", x->nallocs);
