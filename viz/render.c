@@ -359,9 +359,7 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
         return vt__errf(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
     }
     r.t0 = tl->first_time_ns;
-    r.checked = report != NULL;
-    if (report)
-        vt__viz_minor_of(&r, report);
+    r.check = report;
     r.axis_of = calloc(s->nevents + 1, sizeof *r.axis_of);
     r.order = calloc(np + 1, sizeof *r.order);
     r.rank = calloc(np + 1, sizeof *r.rank);

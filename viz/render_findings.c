@@ -78,8 +78,17 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
 {
     const vt__timeline *tl = r->tl;
     vt__buf *b = &r->findings;
-    char bytes[32], dur[32], title[512];
+    char bytes[64], dur[32], title[512];
     vt__fmt_bytes(f->bytes, bytes);
+    /* a finding of several blocks (a call site's, a growth's) says them as
+     * the report does; one storage's block is on its line of the panel */
+    uint64_t held = vt__check_held_bytes(f);
+    if ((f->nallocs > 1 || f->rule == VT_CHECK_RULE_GROWTH) &&
+        vt__check_blocks_worth_saying(f->bytes, held)) {
+        char blocks[VT_FMT_BYTES_LEN];
+        size_t n = strlen(bytes);
+        snprintf(bytes + n, sizeof bytes - n, " in %s of blocks", vt__fmt_bytes(held, blocks));
+    }
     fmt_secs(f->linger_ns, dur, sizeof dur);
     const char *rule = vt__check_rule_name(f->rule);
     if (f->rule == VT_CHECK_RULE_LINGER)
@@ -116,7 +125,8 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
         vt__put_str(b, ",");
     vt__put_printf(b, "{\"l\":%" PRId64 ",\"src\":\"check\",\"kind\":", pos);
     vt__put_json_str(b, rule, 1);
-    vt__put_printf(b, ",\"g\":%" PRIu32 ",\"bytes\":%" PRIu64, group, f->bytes);
+    vt__put_printf(b, ",\"g\":%" PRIu32 ",\"bytes\":%" PRIu64 ",\"held\":%" PRIu64, group, f->bytes,
+                   held);
     vt__put_str(b, ",\"title\":");
     vt__put_json_str(b, title, 1);
     int used = f->rule == VT_CHECK_RULE_LINGER || f->rule == VT_CHECK_RULE_CYCLE ||

@@ -57,11 +57,7 @@ struct render {
 
     vt__buf findings;        /* JSON array items */
     size_t nfindings;
-    int checked;
-    /* the check's minor findings (check.h), said where the page has none to
-     * show for them: how many, their bytes, their blocks, under which floor */
-    size_t nminor;
-    uint64_t minor_bytes, minor_held_bytes, min_bytes;
+    const vt__check_report *check;   /* the checker's report, NULL: not checked */
 };
 
 /* The binary columns: each a named section of the blob. */
@@ -212,9 +208,6 @@ uint64_t vt__viz_page_device(const struct render *r, int dv, int external);
 void vt__viz_write_stacks(struct render *r, struct columns *c);
 
 /* ---- render_meta.c ------------------------------------------------------ */
-
-/* The report's minor findings into r (nminor and the rest): the page says them. */
-void vt__viz_minor_of(struct render *r, const vt__check_report *report);
 
 /* The page's JSON metadata into m: what the columns hold (c, npoints) and
  * everything drawn besides them. */

@@ -78,14 +78,6 @@ static void write_oom(struct render *r, vt__buf *m)
     vt__put_str(m, "}");
 }
 
-void vt__viz_minor_of(struct render *r, const vt__check_report *report)
-{
-    r->nminor = report->nminor;
-    r->minor_bytes = report->minor_bytes;
-    r->minor_held_bytes = report->minor_held_bytes;
-    r->min_bytes = report->min_bytes;
-}
-
 void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
                         const size_t *npoints)
 {
@@ -95,13 +87,13 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
     const vt__timeline *tl = r->tl;
     vt__put_printf(m, "{\"v\":1,\"nAxis\":%" PRIu32 ",\"nLife\":%zu,\"nStack\":%" PRIu32 ",\"nXs\":%zu,\"t0\":%" PRIu64
                    ",\"checked\":%s,\"tq\":%" PRIu64 ",\"sizeShift\":%u,\"addrShift\":%u,",
-                   r->naxis, r->nl + r->nx, r->nnodes, nxs, r->t0, r->checked ? "true" : "false",
+                   r->naxis, r->nl + r->nx, r->nnodes, nxs, r->t0, r->check ? "true" : "false",
                    c->tq, c->size_shift, c->addr_shift);
     /* what the check left out as minor: the findings panel says it */
-    if (r->nminor)
+    if (r->check && r->check->nminor)
         vt__put_printf(m, "\"minor\":{\"n\":%zu,\"bytes\":%" PRIu64 ",\"held\":%" PRIu64
-                       ",\"floor\":%" PRIu64 "},", r->nminor, r->minor_bytes, r->minor_held_bytes,
-                       r->min_bytes);
+                       ",\"floor\":%" PRIu64 "},", r->check->nminor, r->check->minor_bytes,
+                       r->check->minor_held_bytes, r->check->min_bytes);
     /* The page devices after the CUDA ones: external storages, by device
      * value (-1: the host, as `vramtrace check` says "on host"). */
     vt__put_printf(m, "\"nExt\":%zu,\"extKinds\":[", r->nx);

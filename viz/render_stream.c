@@ -823,7 +823,7 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
                           size_t errlen)
 {
     struct sr x = { .r = { .s = s, .nevents = vt__event_stream_count(es),
-                           .checked = report != NULL },
+                           .check = report },
                     .report = report, .es = es, .err = err, .errlen = errlen,
                     .ev_dt = { .name = "ev_dt" }, .l_pos = { .name = "l_pos" },
                     .l_size = { .name = "l_size" }, .l_req = { .name = "l_req" },
@@ -836,8 +836,6 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
     int rc;
     if (errlen)
         err[0] = 0;
-    if (report)
-        vt__viz_minor_of(r, report);
     if (r->nevents >= NONE)
         return vt__errf(err, errlen, -EOVERFLOW, "viz: too many events or allocations to render");
     r->axis_of = calloc(r->nevents + 1, sizeof *r->axis_of);

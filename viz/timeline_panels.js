@@ -191,10 +191,9 @@
       let grp = byKey.get(key);
       if (!grp) byKey.set(key, (grp = { key, order: f.g != null ? f.g : Infinity, members: [], bytes: 0, held: 0 }));
       grp.members.push(i);
-      const block = f.l >= 0 && f.l < nL ? lSize[f.l] : 0;
-      const bytes = f.bytes != null ? f.bytes : block;
+      const bytes = f.bytes != null ? f.bytes : (f.l >= 0 && f.l < nL ? lSize[f.l] : 0);
       grp.bytes += bytes;
-      grp.held += Math.max(bytes, block);   // its block: what it keeps (check's held bytes)
+      grp.held += f.held != null ? f.held : bytes;   // check's: its blocks where larger
     });
     return Array.from(byKey.values()).sort((a, b) => a.order - b.order || a.members[0] - b.members[0]);
   })();

@@ -840,7 +840,8 @@ const tests = {
   // each in a block of 2,048): their cause's entry says the blocks they
   // hold as `vramtrace check` does, which is what put them over check's
   // floor (43.75 KiB asked for, 56 KiB of blocks, against a floor of 47.1);
-  // 4-byte ones stay under it, and the panel says so in a line.
+  // a call site's finding of them says its blocks too; 4-byte ones stay
+  // under the floor, and the panel says so in a line.
   async small_results_say_their_blocks() {
     const snap = join(artifacts, 'small_results.vtsnap');
     execFileSync(process.env.VT_GEN, ['run', snap, '1600'], { stdio: 'pipe' });
@@ -856,6 +857,15 @@ const tests = {
       check(entry.includes(g[0].count + ' findings from one cause, 43.8 KiB in all, in 56.0 KiB of blocks (1.56 KiB each on average)'),
             'the group entry: ' + entry);
       check(!(await page.textContent('#findings')).includes('minor'), 'minor findings said where check has none');
+    });
+    // One finding of a call site's many blocks (never-freed asked for) says
+    // them in its title as check's report does ("(blocks X) in N allocations").
+    const nf = checkText(snap, ['--rules', 'never-freed']);
+    const m = /, ([\d.]+ KiB) \(blocks ([\d.]+ KiB)\) in (\d+) allocations/.exec(nf);
+    check(m && +m[3] >= 20, 'check --rules never-freed: ' + nf);
+    await withPage(viz(snap, join(artifacts, 'small_results_nf.html'), ['--rules', 'never-freed']), async (page) => {
+      const text = await page.textContent('#findings');
+      check(text.includes(m[3] + ' allocations (' + m[1] + ' in ' + m[2] + ' of blocks) from one call site'), 'the finding: ' + text);
     });
     // A loss of 4 bytes kept a step: under the floor, blocks and all. The
     // page has no finding to show, and says, as check does, what it left out.

@@ -166,11 +166,11 @@ static uint64_t counted_bytes(const vt__check_finding *x)
     return x->rule == VT_CHECK_RULE_PINNED ? x->wasted_bytes : x->bytes;
 }
 
-/* The same with the finding's block where larger (vt__ck_held_bytes): what
+/* The same with the finding's block where larger (vt__check_held_bytes): what
  * it keeps from the program. */
 static uint64_t counted_held_bytes(const vt__check_finding *x)
 {
-    return x->rule == VT_CHECK_RULE_PINNED ? x->wasted_bytes : vt__ck_held_bytes(x);
+    return x->rule == VT_CHECK_RULE_PINNED ? x->wasted_bytes : vt__check_held_bytes(x);
 }
 
 /* The findings of the causes under the floor (check.h, "Minor findings")

@@ -172,7 +172,8 @@
  *
  * Minor findings: after the rules, the findings are grouped by cause (as
  * vt__check_report_groups groups them) and those of a cause whose held bytes
- * (each storage's block where larger than its bytes) sum under the floor (vt__check_options.min_bytes; automatic: see
+ * (vt__check_held_bytes: each storage's block where larger than its bytes)
+ * sum under the floor (vt__check_options.min_bytes; automatic: see
  * VT_CHECK_MINOR_PERMILLE) move to the report's `minor`, ranked the same:
  * they are not findings (nfindings, the totals, the exit status) but stay
  * whole for whoever wants them (the JSON's "minor", export's marked ones).
@@ -463,7 +464,7 @@ typedef struct vt__check_report {
     double pinned_ratio;       /* PINNED threshold as applied */
     uint64_t total_bytes;      /* sum of findings' bytes (PINNED: wasted_bytes) */
     uint64_t total_held_bytes; /* the same with each storage's block where larger than its
-                                  bytes (vt__ck_held_bytes): what they keep from the program */
+                                  bytes (vt__check_held_bytes): what they keep from the program */
     double total_byte_seconds; /* sum of findings' byte_seconds */
     /* The findings of causes under the floor, ranked as `findings` are; not
      * in `findings`, nfindings or the totals above. */
@@ -559,6 +560,20 @@ int vt__check_run_stream(const vt__snapshot_data *s, struct vt__event_stream *es
 
 /*! vt__check_report_free() : release a report. NULL is fine. */
 void vt__check_report_free(vt__check_report *r);
+
+/*! vt__check_held_bytes() :
+ * What a finding keeps from the program: its block(s) where larger than the
+ * bytes asked for (a 4-byte loss holds a 512-byte block of PyTorch's cache;
+ * a growth's, the blocks it grew by), else its bytes. What the floor of
+ * minor findings weighs, summed by cause. */
+uint64_t vt__check_held_bytes(const vt__check_finding *f);
+
+/*! vt__check_blocks_worth_saying() :
+ * Whether blocks holding `held` are worth a word after `bytes` (the report's
+ * and the page's " in X of blocks"): where they hold a quarter more. Small
+ * tensors each take a block of 512 bytes at least; a larger tensor's block
+ * rounds it up by less, which is not worth a word on every cause. */
+int vt__check_blocks_worth_saying(uint64_t bytes, uint64_t held);
 
 /*! vt__check_rule_name() :
  * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", "growth", or "?"; static

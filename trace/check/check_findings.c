@@ -102,9 +102,14 @@ uint64_t vt__ck_storage_bytes(const ck_storage *st)
     return st->req_size ? st->req_size : st->size;
 }
 
-uint64_t vt__ck_held_bytes(const vt__check_finding *f)
+uint64_t vt__check_held_bytes(const vt__check_finding *f)
 {
     return f->block_bytes > f->bytes ? f->block_bytes : f->bytes;
+}
+
+int vt__check_blocks_worth_saying(uint64_t bytes, uint64_t held)
+{
+    return held > bytes && held - bytes > bytes / 4;
 }
 
 void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st)

@@ -377,7 +377,7 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
         }
         g[k].count++;
         g[k].bytes += x->bytes;
-        g[k].held_bytes += vt__ck_held_bytes(x);
+        g[k].held_bytes += vt__check_held_bytes(x);
         add_line(&g[k], line);
         of[i] = (uint32_t)k;
     }

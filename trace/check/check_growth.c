@@ -139,7 +139,7 @@ static int cmp_span(const void *p, const void *q)
  * retired one's copy), nalive of its storages alive at the last judged
  * step end (mark, or window end by time), its blocks alive there less those
  * at the first judged end in block_growth (small tensors each hold a block:
- * what the growth keeps from the program, vt__ck_held_bytes). */
+ * what the growth keeps from the program, vt__check_held_bytes). */
 static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_storage *st,
                         uint32_t nalive, const vt__check_growth *g, int64_t block_growth)
 {

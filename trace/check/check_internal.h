@@ -319,10 +319,6 @@ int vt__ck_site_ignored(const ck_model *m, const vt__check_options *opt, uint32_
 vt__check_finding *vt__ck_add_finding(ck_findings *fs, uint32_t sti);
 /* Bytes asked for, else the block size. */
 uint64_t vt__ck_storage_bytes(const ck_storage *st);
-/* What a finding keeps from the program: its storage's block where that is
- * larger than the bytes asked for (a 4-byte loss holds a 512-byte block of
- * PyTorch's cache), else its bytes. */
-uint64_t vt__ck_held_bytes(const vt__check_finding *f);
 /* A storage's lifetime (its allocation and its free: seq, time, stack) and
  * its tensor count into `o`, and a use's when and where (seq, time, stack)
  * into o's last_use_*: the fields a finding (vt__ck_fill_storage) and a row

@@ -201,15 +201,13 @@ static void print_older(FILE *f, const char *indent, const char *where, uint64_t
                 n == 1 ? "" : "s", vt__fmt_bytes(bytes, b), where);
 }
 
-/* " in X of blocks" after `bytes` where their blocks hold a quarter more:
- * small tensors each take a block of PyTorch's cache (512 bytes at least),
- * and that is what they keep from the program (and what the floor of minor
- * findings weighs); a larger tensor's block rounds it up by less, which is
- * not worth a word on every cause. */
+/* " in X of blocks" after `bytes` where worth saying
+ * (vt__check_blocks_worth_saying): what they keep from the program, and what
+ * the floor of minor findings weighs. */
 static void print_held_blocks(FILE *f, uint64_t bytes, uint64_t held)
 {
     char b[VT_FMT_BYTES_LEN];
-    if (held > bytes && held - bytes > bytes / 4)
+    if (vt__check_blocks_worth_saying(bytes, held))
         fprintf(f, " in %s of blocks", vt__fmt_bytes(held, b));
 }
 
