@@ -21,13 +21,39 @@
       '<b>' + (nL - nX).toLocaleString() + '</b> allocations',
       '<b>' + nE.toLocaleString() + '</b> events',
     ];
-    let nOutside = 0;
-    for (let l = 0; l < nL; l++) if (lFlags[l] & FL_OUTSIDE_POOL) nOutside++;
-    if (nOutside) parts.push('<b>' + nOutside.toLocaleString() + '</b> allocations outside the framework\'s pool (in reserved, not drawn)');
+    // Device memory PyTorch's allocator (the one framework observed) did not
+    // hand out: libraries' own (cuBLAS's handles and workspaces) and the
+    // program's own cudaMalloc. Said with the most of it alive at once, as a
+    // user adding it to memory_allocated() would want it; their blocks are in
+    // the reserved line only.
+    let nOutside = 0, outsideNow = 0, outsidePeak = 0;
+    const outsideDelta = new Float64Array(nE + 1);
+    for (let l = 0; l < nL; l++) {
+      if (!(lFlags[l] & FL_OUTSIDE_POOL)) continue;
+      nOutside++;
+      outsideDelta[Math.max(0, lAlloc[l])] += lSize[l];
+      outsideDelta[lEnd[l]] -= lSize[l];
+    }
+    for (let e = 0; e < nE; e++) outsidePeak = Math.max(outsidePeak, outsideNow += outsideDelta[e]);
+    if (nOutside) {
+      parts.push('<b>' + nOutside.toLocaleString() + '</b> of them outside PyTorch\'s allocator, ' +
+        (nOutside === 1 ? '' : 'at most ') + '<b>' + fmtBytes(outsidePeak) + '</b>' + (nOutside === 1 ? '' : ' at once') +
+        ' (libraries\' own, as cuBLAS\'s workspaces: in reserved, not drawn)');
+    }
     if (truePeak != null) parts.push('<b>' + fmtBytes(truePeak) + '</b> true peak allocated (allocator, whole run)');
+    // What vramtrace passed through (pinned host, managed, ...): another
+    // kind of memory than the device's, named by its kinds.
     let uncachedAlive = 0;
-    for (const x of meta.uncached || []) if (x[3]) uncachedAlive += x[1];
-    if (uncachedAlive) parts.push('<b>' + fmtBytes(uncachedAlive) + '</b> alive not served by the cache');
+    const uncachedKinds = [];
+    for (const x of meta.uncached || []) {
+      if (!x[3]) continue;
+      uncachedAlive += x[1];
+      if (!uncachedKinds.includes(x[0])) uncachedKinds.push(x[0]);
+    }
+    if (uncachedAlive) {
+      parts.push('<b>' + fmtBytes(uncachedAlive) + '</b> of ' + esc(uncachedKinds.join(', ')) +
+        ' memory alive, not served by the cache');
+    }
     if (nX) parts.push('<b>' + nX.toLocaleString() + '</b> tracked ' + esc(extKinds.join(', ') || 'external') +
       ' storage' + (nX === 1 ? '' : 's') + ', peak <b>' + fmtBytes(peakExt) + '</b>');
     if (i.gaps) parts.push('<span style="color:#d32f2f">' + i.gaps.toLocaleString() + ' gaps in the events</span>');

@@ -228,7 +228,7 @@ const tests = {
         stats: document.getElementById('stats').textContent, fp: window.__vt.firstPaintMs }));
       check(info.n > 20, 'too few allocations decoded: ' + info.n);
       check(/peak allocated/.test(info.stats), 'header stats missing: ' + info.stats);
-      check(/24\.0 MiB alive not served by the cache/.test(info.stats), 'header lacks the uncached bytes: ' + info.stats);
+      check(/24\.0 MiB of managed memory alive, not served by the cache/.test(info.stats), 'header lacks the uncached bytes: ' + info.stats);
       const rows = await page.evaluate(() => window.__vt.uncachedRows());
       check(rows.some((r) => r.startsWith('managed') && r.includes('24.0 MiB in 1')), 'no managed row: ' + JSON.stringify(rows));
       check(rows.some((r) => r.startsWith('pinned host') && r.includes('0 B in 0')), 'no pinned host row: ' + JSON.stringify(rows));
@@ -879,6 +879,24 @@ const tests = {
       check(text.startsWith('none') && text.includes(n + ' minor findings (' + 4 * n + ' B, in ' + (n / 2).toFixed(1) +
             ' KiB of blocks) under the floor of ' + (minorRep.min_bytes / 1024).toFixed(1) + ' KiB: not shown (vramtrace check --min-bytes 0 lists them)'),
             'the findings panel: ' + text);
+    });
+  },
+
+  // A run that observed PyTorch's allocator (gen_snapshot observed): the
+  // header says how much device memory the allocator did not hand out
+  // (cuBLAS's own workspaces: three, at most 40 MiB alive at once) and the
+  // kind of the memory the cache never served (pinned host), each with its
+  // bytes, as two different things. Before: "3 allocations outside the
+  // framework's pool" (no bytes, read as more allocations) beside "3.00 MiB alive
+  // not served by the cache" (no kind), which read alike.
+  async observed_run_says_what_is_outside_the_pool() {
+    const html = makePage('observed', false, 'observed');
+    await withPage(html, async (page) => {
+      const stats = await page.textContent('#stats');
+      check(stats.includes("6 allocations · 12 events · 3 of them outside PyTorch's allocator, at most 40.0 MiB " +
+            "at once (libraries' own, as cuBLAS's workspaces: in reserved, not drawn)"), 'outside the pool: ' + stats);
+      check(stats.includes('3.00 MiB of pinned host memory alive, not served by the cache'), 'uncached: ' + stats);
+      await shot(page, 'observed_run');
     });
   },
 

@@ -623,6 +623,41 @@ static void generate_edge(const char *kind)
         o->stack = st_big;
         o->aux = 256 * MiB - res;   /* the device's free bytes */
         o->aux2 = res;              /* reserved by the cache */
+    } else if (!strcmp(kind, "observed")) {
+        /* `vramtrace run` on a torch program: PyTorch's caching allocator
+         * observed. Its tensors' blocks (VT_ALLOC_POOL_BLOCK) in a segment
+         * it reserved; beside them cuBLAS's own: a 32 MiB workspace kept
+         * and two 8 MiB ones in turn (at most 40 MiB at once), outside its
+         * pool; and a pinned host buffer the cache never served. */
+        S->meta.flags |= VT_META_POOL_OBSERVED;
+        uint32_t st_fwd = STACK("main", "forward"), st_blas = STACK("main", "forward", "cublasCreate_v2");
+        for (int i = 0; i < 3; i++) {
+            uint64_t a = alloc(2 * MiB, st_fwd, 0);
+            S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;   /* alloc's ALLOC */
+            tensor("activation", a, 2 * MiB);
+        }
+        uint64_t lib = 0x7e8000000000ull;
+        uint64_t ws[3] = { 32 * MiB, 8 * MiB, 8 * MiB };
+        for (int i = 0; i < 3; i++) {
+            if (i == 2) {   /* cudaFree of the second: its block and its segment */
+                release(lib - ws[1], ws[1], st_blas, 0);
+                vt__event *f = ev(VT_EV_SEGMENT_FREE);
+                f->addr = lib - ws[1];
+                f->size = ws[1];
+                f->aux = VT_POOL_LARGE;
+            }
+            vt__event *g = ev(VT_EV_SEGMENT_ALLOC);
+            g->addr = lib;
+            g->size = ws[i];
+            g->aux = VT_POOL_LARGE;
+            alloc_at(lib, ws[i], st_blas);
+            lib += ws[i];
+        }
+        vt__event *e = ev(VT_EV_PASSTHROUGH);
+        e->addr = 0x7f1000000000ull;
+        e->size = e->req_size = 3 * MiB;
+        e->aux = VT_PASS_HOST;
+        e->stack = st_fwd;
     } else if (!strcmp(kind, "huge")) {
         static char big[2001];
         memset(big, 'x', sizeof big - 1);
@@ -649,13 +684,13 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "run" };
+                                         "python", "oom", "run", "observed" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|observed OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
