@@ -1,8 +1,8 @@
 /* tests/sim/cublas_sim.c - the simulated cuBLAS, libcublas.so.13: handles,
  * streams, workspaces and math modes kept like the real library's; the
  * matrix products PyTorch uses (gemm in every precision, batched, strided
- * batched, Ex) and gemv checked like the real ones and queued on the
- * handle's stream as no-op kernels (blas_launch.c); the host<->device
+ * batched, Ex), gemv and the dot products checked like the real ones and
+ * queued on the handle's stream as no-op kernels (blas_launch.c); the host<->device
  * vector/matrix helpers as real, ordered copies. Every other entry point a
  * PyTorch build links returns CUBLAS_STATUS_NOT_SUPPORTED
  * (cublas_unsupported.c).
@@ -329,6 +329,83 @@ GEMV_V2(cublasSgemv_v2, float)
 GEMV_V2(cublasDgemv_v2, double)
 GEMV_V2(cublasCgemv_v2, sim_complex)
 GEMV_V2(cublasZgemv_v2, sim_double_complex)
+
+/* ---- dot products ---------------------------------------------------------- */
+
+/* result = x . y (x^H . y for the `c` forms); torch.dot, torch.vdot and
+ * torch.inner of vectors reach these, and torch.optim.LBFGS calls them every
+ * iteration. The result goes where the handle's pointer mode says: in the
+ * device mode (PyTorch's, through its PointerModeGuard) the queued kernel
+ * writes it, so a dot of nothing (n <= 0: BLAS's 0) is a queued memset; in
+ * the host mode the real call blocks until its result is in host memory, so
+ * this one waits for the stream, then writes what a kernel that never runs
+ * leaves: zero. */
+static cublasStatus_t dot(void *handle, int n, void *result, size_t result_size)
+{
+    sim_blas_handle *h = sim_blas_handle_of(handle);
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!result || !result_size)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (h->pointer_mode == POINTER_MODE_DEVICE) {
+        if (n > 0)
+            return sim_blas_launch(kernels.gemm, n, 1, 1, h->stream);
+        return cudaMemsetAsync(result, 0, result_size, h->stream) == cudaSuccess
+                   ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if (n > 0) {
+        cublasStatus_t st = sim_blas_launch(kernels.gemm, n, 1, 1, h->stream);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return st;
+    }
+    if (cudaStreamSynchronize(h->stream) != cudaSuccess)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    memset(result, 0, result_size);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#define DOT_V2(name, T)                                                                           \
+    BLAS_API cublasStatus_t name(void *h, int n, const T *x, int incx, const T *y, int incy,      \
+                                 T *result)                                                       \
+    {                                                                                             \
+        (void)x; (void)y; (void)incx; (void)incy;                                                 \
+        return dot(h, n, result, sizeof *result);                                                 \
+    }
+
+DOT_V2(cublasSdot_v2, float)
+DOT_V2(cublasDdot_v2, double)
+DOT_V2(cublasCdotu_v2, sim_complex)
+DOT_V2(cublasCdotc_v2, sim_complex)
+DOT_V2(cublasZdotu_v2, sim_double_complex)
+DOT_V2(cublasZdotc_v2, sim_double_complex)
+
+/* The bytes of one value of a cudaDataType_t (library_types.h), 0 for a
+ * type the dot products do not take. */
+static size_t data_type_size(int type)
+{
+    switch (type) {
+    case 2: case 14: return 2;            /* CUDA_R_16F, CUDA_R_16BF */
+    case 0: case 6: case 15: return 4;    /* CUDA_R_32F, CUDA_C_16F, CUDA_C_16BF */
+    case 1: case 4: return 8;             /* CUDA_R_64F, CUDA_C_32F */
+    case 5: return 16;                    /* CUDA_C_64F */
+    default: return 0;
+    }
+}
+
+/* cublasDotEx: torch.dot of half and bfloat16 vectors. */
+#define DOT_EX(name)                                                                              \
+    BLAS_API cublasStatus_t name(void *h, int n, const void *x, int xType, int incx, const void *y, \
+                                 int yType, int incy, void *result, int resultType, int execType) \
+    {                                                                                             \
+        (void)x; (void)y; (void)incx; (void)incy;                                                 \
+        size_t size = data_type_size(resultType);                                                 \
+        if (!data_type_size(xType) || !data_type_size(yType) || !size || !data_type_size(execType)) \
+            return sim_blas_handle_of(h) ? CUBLAS_STATUS_NOT_SUPPORTED                            \
+                                         : CUBLAS_STATUS_NOT_INITIALIZED;                         \
+        return dot(h, n, result, size);                                                           \
+    }
+
+DOT_EX(cublasDotEx)
 
 /* ---- host <-> device helpers: real copies, in stream order ---------------- */
 

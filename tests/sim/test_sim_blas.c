@@ -17,7 +17,11 @@ int cublasSetWorkspace_v2(void *h, void *ws, size_t n);
 int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *A,
                    int lda, const float *B, int ldb, const float *beta, float *C, int ldc);
 int cublasSetVectorAsync(int n, int elemSize, const void *x, int incx, void *y, int incy, cudaStream_t s);
+int cublasSetPointerMode_v2(void *h, int mode);
 int cublasSdot_v2(void *h, int n, const float *x, int incx, const float *y, int incy, float *r);
+int cublasDotEx(void *h, int n, const void *x, int xType, int incx, const void *y, int yType, int incy,
+                void *r, int rType, int execType);
+int cublasSaxpy_v2(void *h, int n, const float *alpha, const float *x, int incx, float *y, int incy);
 int cublasLtMatmulDescCreate(void **d, int computeType, int scaleType);
 int cublasLtMatmulDescDestroy(void *d);
 int cublasLtMatrixLayoutCreate(void **l, int type, uint64_t rows, uint64_t cols, int64_t ld);
@@ -79,9 +83,56 @@ TEST(gemm_is_checked_and_queued_on_the_handles_stream)
     /* a user workspace must be 256-byte aligned */
     ASSERT_EQ(cublasSetWorkspace_v2(h, (char *)A + 4, 1024), 7);
     ASSERT_EQ(cublasSetWorkspace_v2(h, A, 1024), 0);
-    /* outside gemm/gemv: not supported */
-    float r;
-    ASSERT_EQ(cublasSdot_v2(h, 4, A, 1, B, 1, &r), 15);
+    /* outside gemm, gemv and dot: not supported */
+    ASSERT_EQ(cublasSaxpy_v2(h, 4, &one, A, 1, B, 1), 15);
+    ASSERT_EQ(cublasDestroy_v2(h), 0);
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
+/* torch.dot's way (the device pointer mode): queued, the result written by
+ * the stream's work; the host pointer mode blocks until the result is in
+ * host memory. */
+TEST(dot_writes_its_result_where_the_pointer_mode_says)
+{
+    void *h;
+    ASSERT_EQ(cublasCreate_v2(&h), 0);
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreate(&s));
+    ASSERT_EQ(cublasSetStream_v2(h, s), 0);
+    float *x, *r;
+    ASSERT_OK(cudaMalloc((void **)&x, 64 * 4));
+    ASSERT_OK(cudaMalloc((void **)&r, 4));
+    ASSERT_OK(cudaMemset(r, 0x7f, 4));
+    ASSERT_EQ(cublasSetPointerMode_v2(h, 1), 0);
+    int flag = 0;
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
+    uint64_t l0 = launches();
+    ASSERT_EQ(cublasSdot_v2(h, 64, x, 1, x, 1, r), 0);
+    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);   /* queued, not done */
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(launches() - l0, 1);
+    /* a dot of nothing is 0, written in stream order */
+    ASSERT_EQ(cublasSdot_v2(h, 0, x, 1, x, 1, r), 0);
+    float back = 1;
+    ASSERT_OK(cudaMemcpy(&back, r, 4, cudaMemcpyDeviceToHost));
+    ASSERT(back == 0.0f);
+    ASSERT_EQ(cublasSdot_v2(h, 64, x, 1, x, 1, NULL), 7);
+    /* half vectors, a float result (torch.dot of float16); an unknown type */
+    ASSERT_EQ(cublasDotEx(h, 32, x, 2, 1, x, 2, 1, r, 0, 0), 0);
+    ASSERT_EQ(cublasDotEx(h, 32, x, 99, 1, x, 2, 1, r, 0, 0), 15);
+    ASSERT_OK(cudaStreamSynchronize(s));
+    /* the host mode: the call returns with the stream's work done */
+    ASSERT_EQ(cublasSetPointerMode_v2(h, 0), 0);
+    flag = 0;
+    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
+    float host = 5;
+    ASSERT_EQ(cublasSdot_v2(h, 64, x, 1, x, 1, &host), 0);
+    ASSERT_EQ(flag, 1);
+    ASSERT_OK(cudaStreamQuery(s));
+    ASSERT(host == 0.0f);
+    ASSERT_EQ(cublasSdot_v2(NULL, 64, x, 1, x, 1, &host), 1);
+    ASSERT_OK(cudaFree(x));
+    ASSERT_OK(cudaFree(r));
     ASSERT_EQ(cublasDestroy_v2(h), 0);
     ASSERT_OK(cudaStreamDestroy(s));
 }

@@ -147,6 +147,32 @@ def test_out_of_memory_is_raised_and_the_program_goes_on():
     assert torch.cuda.memory_allocated() == allocated + t.numel() * 4
 
 
+def test_dot_products_and_an_lbfgs_step_run_on_the_device():
+    # torch.dot/vdot reach cuBLAS's dot products in its device pointer mode;
+    # LBFGS calls them every iteration (found on pytorch/examples'
+    # time_sequence_prediction, which failed with CUBLAS_STATUS_NOT_SUPPORTED).
+    launches0 = simdev.counters()["kernel_launches"]
+    x = torch.ones(64, dtype=torch.float64, device="cuda")
+    assert torch.dot(x, x).shape == ()
+    z = torch.ones(8, dtype=torch.complex64, device="cuda")
+    assert torch.vdot(z, z).dtype == torch.complex64
+    h = torch.ones(16, dtype=torch.float16, device="cuda")
+    assert torch.dot(h, h).dtype == torch.float16
+    assert simdev.counters()["kernel_launches"] - launches0 >= 3
+    model = torch.nn.Linear(4, 1).double().cuda()
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=3)
+    data = torch.ones(8, 4, dtype=torch.float64, device="cuda")
+
+    def closure():
+        opt.zero_grad()
+        loss = model(data).pow(2).mean()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    torch.cuda.synchronize()
+
+
 def test_copies_are_real_even_though_kernels_are_not():
     host = torch.arange(1000, dtype=torch.float32)
     dev = host.to("cuda")                     # host to device
