@@ -601,6 +601,41 @@ TEST(json_output_is_valid_and_complete)
     synth_fini(&y);
 }
 
+/* A kept loss of 8 bytes on the 75 KiB storage of its elementwise loss (as
+ * PyTorch's mse_loss returns it) is said to be that small: "holding 75 KiB"
+ * alone reads as a mistake. A tensor as large as its storage is not. */
+TEST(an_owner_much_smaller_than_its_storage_says_its_own_bytes)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 9000, "module __main__");
+    synth_held(&y, 9001, "list", 9000, ".loss_history");
+    step(&y, 1);
+    synth_alloc(&y, 0x7f7000000000ull, 76824, st_fwd);
+    synth_tensor(&y, 31, 0x7f7000000000ull, 8, 0, "loss = criterion(out, target) (train.py:58)");
+    synth_use(&y, 31);
+    synth_ref(&y, 9001, 31, "[0]");
+    synth_new_tensor(&y, 32, 0x7f7100000000ull, 76824, "err = out - target (train.py:57)", st_fwd);
+    synth_use(&y, 32);
+    synth_ref(&y, 9001, 32, "[1]");
+    for (int i = 2; i <= 5; i++)
+        step(&y, i);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    char *t = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(t, "owner: tensor 'loss = criterion(out, target) (train.py:58)' (#31, itself 8 B "
+                           "of the storage's 75.02 KiB), 1 tensor bound");
+    ASSERT_STR_CONTAINS(t, "owner: tensor 'err = out - target (train.py:57)' (#32), 1 tensor bound");
+    free(t);
+    char *js = render(r, &y, 1);
+    ASSERT_JSON_VALID(js);
+    ASSERT_STR_CONTAINS(js, "\"owner_bytes\":8,");
+    ASSERT_STR_CONTAINS(js, "\"owner_bytes\":76824,");
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(text_report_names_everything)
 {
     synth y;

@@ -362,6 +362,9 @@ typedef struct vt__check_finding {
 
     uint64_t owner_id;         /* owning tensor id, 0 if none (native) */
     const char *owner_name;    /* its name, "" if none */
+    uint64_t owner_bytes;      /* its own bytes (TENSOR_NEW nbytes), 0 if unknown: a
+                                  loss of 8 B may hold a 75 KiB storage (mse_loss's
+                                  result is a 0-dim tensor on its elementwise buffer) */
     uint32_t ntensors;         /* tensors (owner and views) ever bound to the storage */
 
     uint64_t alloc_seq;        /* 0 if before the window */

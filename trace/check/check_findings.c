@@ -125,6 +125,7 @@ void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_stora
     if (st->owner != CK_NONE) {
         f->owner_id = m->nodes[st->owner].id;
         f->owner_name = vt__ck_string(m->s, m->nodes[st->owner].name);
+        f->owner_bytes = m->nodes[st->owner].nbytes;
     }
 }
 

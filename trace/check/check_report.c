@@ -467,9 +467,15 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         print_older(f, "   ", "at its stack", x->older_alive, x->older_alive_bytes);
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_CYCLE ||
             x->rule == VT_CHECK_RULE_TAPE) {
-            if (x->owner_id)
-                fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), %u tensor%s bound\n",
-                        x->owner_name, x->owner_id, x->ntensors, x->ntensors == 1 ? "" : "s");
+            if (x->owner_id) {
+                fprintf(f, "   owner: tensor '%s' (#%" PRIu64, x->owner_name, x->owner_id);
+                /* a tensor much smaller than what it keeps: said, or a scalar
+                 * loss "holding 75 KiB" reads as a mistake */
+                if (x->owner_bytes && x->owner_bytes <= x->bytes / 2)
+                    fprintf(f, ", itself %s of the storage's %s", vt__fmt_bytes(x->owner_bytes, b1),
+                            vt__fmt_bytes(x->bytes, b2));
+                fprintf(f, "), %u tensor%s bound\n", x->ntensors, x->ntensors == 1 ? "" : "s");
+            }
         } else if (x->rule == VT_CHECK_RULE_PINNED) {
             fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), dropped at seq %" PRIu64
                        " (%.3f s), %u tensor%s bound\n", x->owner_name, x->owner_id,
@@ -769,6 +775,7 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
             x->bytes, x->block_bytes, x->nallocs, x->nbefore_window, x->older_alive,
             x->older_alive_bytes);
     json_tensor_ref(f, x->owner_id, x->owner_name);
+    fprintf(f, ",\"owner_bytes\":%" PRIu64, x->owner_bytes);
     fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
                ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
     json_stack(f, s, x->alloc_stack);
