@@ -90,11 +90,20 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
         snprintf(bytes + n, sizeof bytes - n, " in %s of blocks", vt__fmt_bytes(held, blocks));
     }
     fmt_secs(f->linger_ns, dur, sizeof dur);
+    /* an owner much smaller than its storage says its own bytes, as the
+     * report does ('loss' itself 8 B of the storage's 75.02 KiB) */
+    char size[160];
+    if (f->owner_name[0] && vt__check_owner_bytes_worth_saying(f)) {
+        char own[VT_FMT_BYTES_LEN];
+        snprintf(size, sizeof size, "itself %s of the storage's %s",
+                 vt__fmt_bytes(f->owner_bytes, own), bytes);
+    } else
+        snprintf(size, sizeof size, "%s", bytes);
     const char *rule = vt__check_rule_name(f->rule);
     if (f->rule == VT_CHECK_RULE_LINGER)
         snprintf(title, sizeof title, "%s: %s%s%s (%s) alive %s after its last use%s", rule,
                  f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, dur, f->freed ? "" : ", never freed");
+                 f->owner_name[0] ? "'" : "", size, dur, f->freed ? "" : ", never freed");
     else if (f->rule == VT_CHECK_RULE_PINNED) {
         char wasted[32];
         vt__fmt_bytes(f->wasted_bytes, wasted);
@@ -105,11 +114,11 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
     } else if (f->rule == VT_CHECK_RULE_CYCLE)
         snprintf(title, sizeof title, "%s: %s%s%s (%s) held by a reference cycle until gc ran, %s after its last use",
                  rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, dur);
+                 f->owner_name[0] ? "'" : "", size, dur);
     else if (f->rule == VT_CHECK_RULE_TAPE)
         snprintf(title, sizeof title, "%s: %s%s%s (%s) idle after its last use for %u%% of its step's tensor uses, alive at the step's peak",
                  rule, f->owner_name[0] ? "'" : "", f->owner_name[0] ? f->owner_name : "storage",
-                 f->owner_name[0] ? "'" : "", bytes, f->step_idle_pct);
+                 f->owner_name[0] ? "'" : "", size, f->step_idle_pct);
     else if (f->rule == VT_CHECK_RULE_NEVER_FREED)
         snprintf(title, sizeof title, "%s: %u allocation%s (%s) from one call site never freed", rule,
                  f->nallocs, f->nallocs == 1 ? "" : "s", bytes);

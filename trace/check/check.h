@@ -578,6 +578,14 @@ uint64_t vt__check_held_bytes(const vt__check_finding *f);
  * rounds it up by less, which is not worth a word on every cause. */
 int vt__check_blocks_worth_saying(uint64_t bytes, uint64_t held);
 
+/*! vt__check_owner_bytes_worth_saying() :
+ * Whether the owner's own bytes are worth a word beside its storage's (the
+ * report's and the page's "itself 8 B of the storage's 75.02 KiB"): where
+ * it is known and at most half the storage. A tensor much smaller than
+ * what it keeps (PyTorch's mse_loss returns its 0-dim result on the
+ * elementwise buffer) otherwise reads as a mistake. */
+int vt__check_owner_bytes_worth_saying(const vt__check_finding *f);
+
 /*! vt__check_rule_name() :
  * @return "linger", "never-freed", "outlier", "pinned", "cycle", "tape", "growth", or "?"; static
  * storage. */

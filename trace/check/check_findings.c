@@ -112,6 +112,11 @@ int vt__check_blocks_worth_saying(uint64_t bytes, uint64_t held)
     return held > bytes && held - bytes > bytes / 4;
 }
 
+int vt__check_owner_bytes_worth_saying(const vt__check_finding *f)
+{
+    return f->owner_bytes && f->owner_bytes <= f->bytes / 2;
+}
+
 void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st)
 {
     f->device = st->device;

@@ -469,9 +469,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             x->rule == VT_CHECK_RULE_TAPE) {
             if (x->owner_id) {
                 fprintf(f, "   owner: tensor '%s' (#%" PRIu64, x->owner_name, x->owner_id);
-                /* a tensor much smaller than what it keeps: said, or a scalar
-                 * loss "holding 75 KiB" reads as a mistake */
-                if (x->owner_bytes && x->owner_bytes <= x->bytes / 2)
+                if (vt__check_owner_bytes_worth_saying(x))
                     fprintf(f, ", itself %s of the storage's %s", vt__fmt_bytes(x->owner_bytes, b1),
                             vt__fmt_bytes(x->bytes, b2));
                 fprintf(f, "), %u tensor%s bound\n", x->ntensors, x->ntensors == 1 ? "" : "s");

@@ -1,0 +1,61 @@
+/*
+ * tests/viz/test_render_findings.c - the page's findings panel says what
+ * `vramtrace check`'s report says, on synthetic traces built as the
+ * checker's tests build them (tests/check/check_fixture.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../check/check_fixture.h"
+#include "render.h"
+#include "timeline.h"
+
+static char err[1024];
+
+/* The page of y's snapshot with the checker's findings (a string to free). */
+static char *page_of(synth *y)
+{
+    vt__timeline *tl;
+    ASSERT_MSG(vt__timeline_build(&y->s, &tl, err, sizeof err) == 0, "%s", err);
+    vt__check_report *rep = check(y, NULL);
+    char *p = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&p, &n);
+    ASSERT(f);
+    ASSERT_MSG(vt__viz_render_page(f, &y->s, tl, rep, NULL, NULL, NULL, err, sizeof err) == 0,
+               "%s", err);
+    fclose(f);
+    vt__check_report_free(rep);
+    vt__timeline_free(tl);
+    return p;
+}
+
+/* PyTorch's mse_loss returns its 0-dim result on its elementwise buffer: a
+ * list of such losses holds 75 KiB each, which the panel, like the report,
+ * says as the loss's own 8 bytes of its storage's; an owner as large as its
+ * storage is said by the storage's bytes alone. */
+TEST(the_panel_says_an_owner_much_smaller_than_its_storage_by_its_own_bytes)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 9000, "module __main__");
+    synth_held(&y, 9001, "list", 9000, ".loss_history");
+    step(&y, 1);
+    synth_alloc(&y, 0x7f7000000000ull, 76824, st_fwd);
+    synth_tensor(&y, 31, 0x7f7000000000ull, 8, 0, "loss = criterion(out, target) (train.py:58)");
+    synth_use(&y, 31);
+    synth_ref(&y, 9001, 31, "[0]");
+    synth_new_tensor(&y, 32, 0x7f7100000000ull, 76824, "err = out - target (train.py:57)", st_fwd);
+    synth_use(&y, 32);
+    synth_ref(&y, 9001, 32, "[1]");
+    for (int i = 2; i <= 5; i++)
+        step(&y, i);
+    char *page = page_of(&y);
+    ASSERT_STR_CONTAINS(page, "linger: 'loss = criterion(out, target) (train.py:58)' "
+                              "(itself 8 B of the storage's 75.02 KiB) alive");
+    ASSERT_STR_CONTAINS(page, "linger: 'err = out - target (train.py:57)' (75.02 KiB) alive");
+    free(page);
+    synth_fini(&y);
+}
+
+TEST_MAIN()
