@@ -607,19 +607,7 @@ TEST(json_output_is_valid_and_complete)
 TEST(an_owner_much_smaller_than_its_storage_says_its_own_bytes)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 9000, "module __main__");
-    synth_held(&y, 9001, "list", 9000, ".loss_history");
-    step(&y, 1);
-    synth_alloc(&y, 0x7f7000000000ull, 76824, st_fwd);
-    synth_tensor(&y, 31, 0x7f7000000000ull, 8, 0, "loss = criterion(out, target) (train.py:58)");
-    synth_use(&y, 31);
-    synth_ref(&y, 9001, 31, "[0]");
-    synth_new_tensor(&y, 32, 0x7f7100000000ull, 76824, "err = out - target (train.py:57)", st_fwd);
-    synth_use(&y, 32);
-    synth_ref(&y, 9001, 32, "[1]");
-    for (int i = 2; i <= 5; i++)
-        step(&y, i);
+    kept_losses_on_their_buffers(&y);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 2);
     char *t = render(r, &y, 0);
