@@ -7,26 +7,15 @@
 #include <stdlib.h>
 
 #include "../check/check_fixture.h"
-#include "render.h"
-#include "timeline.h"
-
-static char err[1024];
+#include "page_of_snapshot.h"
 
 /* The page of y's snapshot with the checker's findings (a string to free). */
 static char *page_of(synth *y)
 {
-    vt__timeline *tl;
-    ASSERT_MSG(vt__timeline_build(&y->s, &tl, err, sizeof err) == 0, "%s", err);
     vt__check_report *rep = check(y, NULL);
-    char *p = NULL;
     size_t n = 0;
-    FILE *f = open_memstream(&p, &n);
-    ASSERT(f);
-    ASSERT_MSG(vt__viz_render_page(f, &y->s, tl, rep, NULL, NULL, NULL, err, sizeof err) == 0,
-               "%s", err);
-    fclose(f);
+    char *p = page_of_snapshot(&y->s, rep, &n);
     vt__check_report_free(rep);
-    vt__timeline_free(tl);
     return p;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "page_of_snapshot.h"
 #include "check.h"
 #include "event_stream.h"
 #include "pytorch.h"
@@ -39,20 +40,12 @@ static vt__check_options options(int check)
 
 static char *page_whole(const vt__snapshot_data *s, int check, size_t *n)
 {
-    vt__timeline *tl;
-    ASSERT_MSG(vt__timeline_build(s, &tl, err, sizeof err) == 0, "%s", err);
     vt__check_report *rep = NULL;
     vt__check_options o = options(check);
     if (check)
         ASSERT_MSG(vt__check_run(s, &o, &rep, err, sizeof err) == 0, "%s", err);
-    char *p = NULL;
-    FILE *f = open_memstream(&p, n);
-    ASSERT(f);
-    ASSERT_MSG(vt__viz_render_page(f, s, tl, rep, NULL, NULL, NULL, err, sizeof err) == 0, "%s",
-               err);
-    fclose(f);
+    char *p = page_of_snapshot(s, rep, n);
     vt__check_report_free(rep);
-    vt__timeline_free(tl);
     return p;
 }
 
