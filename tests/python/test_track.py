@@ -891,3 +891,46 @@ def test_a_tensor_no_op_showed_is_found_on_memory_whose_tensors_died(fake):
     assert "list" in [fake.names.get(src) for (src, dst) in fake.live_refs() if dst == tid], \
         fake.paths_to(tid)
     assert tr.errors == 0
+
+
+def test_saved_attributes_are_read_only_while_their_tensors_live_and_unhooked():
+    """A walk reads an autograd node's saved tensors only where reading
+    unpacks nothing of the program's (no saved-tensor hook) and the tensors
+    still live. A spent graph's (its backward ran) raise when read: a list
+    keeping each batch's LSTM output of pytorch/examples'
+    word_language_model kept 276 spent graphs, and the snapshot's walk spent
+    5 s raising. Attributes that save no tensor (sizes, dims) are read."""
+    from vramtrace.torch._walks import _saved_readable
+    x = torch.randn(4, 4, requires_grad=True)
+    y = (x * 2).sin()
+    spent = y.grad_fn
+    assert _saved_readable(spent, "_saved_self")
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        hooked = (x * 3).sin()
+    assert not _saved_readable(hooked.grad_fn, "_saved_self")
+    y.sum().backward()
+    assert not _saved_readable(spent, "_saved_self")
+    with pytest.raises(RuntimeError):
+        spent._saved_self          # what reading it would have done
+    summed = x.sum(0)
+    assert summed.grad_fn._saved_dim is not None
+    assert _saved_readable(summed.grad_fn, "_saved_dim")
+
+
+def test_a_tensors_death_drops_its_references_from_every_scope_and_no_others(fake):
+    """The references a scope asserted, kept to retract those a later walk
+    does not find again: a tensor that died has its own dropped from every
+    scope (its death ended them), the others are retracted as before."""
+    from vramtrace._holders import HolderBook
+    from vramtrace._referrers import Edge, WalkResult
+    book = HolderBook(fake)
+    t = lambda i: ("t", i)   # noqa: E731  (a tensor's node is its id)
+    book.emit(WalkResult(edges=[Edge(t(1), t(2), "a"), Edge(t(3), t(2), "b"),
+                                Edge(t(1), t(4), "c")]), "stale")
+    book.emit(WalkResult(edges=[Edge(t(5), t(2), "d"), Edge(t(5), t(6), "e")]), "other")
+    book.forget_target(2)
+    book.forget_target(7)    # never a target: nothing
+    fake.events.clear()
+    book.emit(WalkResult(edges=[]), "stale")
+    book.emit(WalkResult(edges=[]), "other")
+    assert sorted(e[1:] for e in fake.events if e[0] == "unref") == [(1, 4), (5, 6)]

@@ -207,26 +207,34 @@ def _function_saved(node: Any) -> List[Any]:
     return out
 
 
-def _unpacks_through_a_hook(node: Any, attr: str) -> bool:
-    """Whether reading ``node.<attr>`` (a ``_saved_*`` attribute) would call
-    the program's saved-tensor unpack hook: activation checkpointing's
-    recomputes the forward (memory, time, the program's own code run again),
-    an offloading hook copies back to the device. Its ``_raw`` twin tells
-    without unpacking (``SavedTensor.unpack_hook``, None without one); a
-    saved tensor that cannot be asked is not read."""
+def _saved_readable(node: Any, attr: str) -> bool:
+    """Whether to read ``node.<attr>`` (a ``_saved_*`` attribute), told by
+    its ``_raw`` twin (SavedTensor objects) without unpacking. Not when
+    reading would call the program's saved-tensor unpack hook (activation
+    checkpointing's recomputes the forward: memory, time, the program's own
+    code run again; an offloading hook copies back to the device), nor when
+    every tensor it saved was released (a graph whose backward ran: its
+    ``data`` is None, and reading the attribute raises, which cost the
+    snapshot of pytorch/examples' word_language_model, a list keeping each
+    batch's LSTM output and so its spent graph, 5 s of exceptions), nor when
+    it cannot be asked. Read where it is no saved tensor (sizes, scalars)."""
     try:
         raw = getattr(node, "_raw" + attr)
     except AttributeError:
-        return False       # not a saved tensor (sizes, scalars): nothing to unpack
+        return True        # not a saved tensor (sizes, scalars): nothing to unpack
     except Exception:
-        return True
+        return False
+    alive = False
     for r in raw if isinstance(raw, (list, tuple)) else (raw,):
+        if r is None:
+            continue
         try:
-            if r is not None and r.unpack_hook is not None:
-                return True
+            if r.unpack_hook is not None:
+                return False
+            alive = alive or r.data is not None
         except Exception:
-            return True
-    return False
+            return False
+    return alive
 
 
 def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any]
@@ -773,7 +781,7 @@ class _Walks:
                 for o in (want.get(info[2], []) if info is not None else []):
                     edges.append(Edge(nkey, o, f"saved_tensors[{i}] of {tname}"))
             for attr in _saved_attrs(type(node)):
-                if _unpacks_through_a_hook(node, attr):
+                if not _saved_readable(node, attr):
                     continue
                 try:
                     val = getattr(node, attr)
