@@ -120,6 +120,10 @@ class WalkResult:
     cut_off: bool = False     # the deadline stopped it before its bounds did
     capped: bool = False      # holders were left out: max_nodes of them found
     levels: int = 0           # heap passes made
+    # Nodes whose referrers a whole level of the walk enumerated (its heap
+    # pass ran to the end and no cap left one out): what a walk cut short
+    # did not find of theirs is gone; of the others it only went unseen.
+    expanded: Set[NodeKey] = field(default_factory=set)
 
 
 _MAX_LABEL = 60
@@ -490,6 +494,8 @@ class _Walker:
                     self.frame_edges(locals_ix, key)
             self.expand_level()
             self.res.levels += 1
+            if not self.res.capped:   # (once capped, a level's new holders are left out)
+                self.res.expanded.update(self.level)
         self.level.clear()
         self.fold()
         return self.res

@@ -112,6 +112,59 @@ def test_a_full_walk_still_retracts_a_released_holder(fake):
     del keep
 
 
+def test_a_full_walk_cut_short_keeps_what_it_did_not_reach(fake):
+    """A list a frame keeps as a local and a closure cell of a function the
+    same frame keeps (tests/torch/actor_critic.py: main's value_log and its
+    act()). A complete walk cut off after the list's level never reached
+    the function's holders: it retracts none of them (it retracts what it
+    no longer found only of the nodes whose level it finished: the kept
+    tensors). Before: it retracted the frame's local holding act(), act()
+    became a root as near as the frame, and `check` named the chain
+    "function act.closure cell 'log' of act" one run in a few."""
+    from vramtrace.torch import _walks
+    log = []
+
+    def act(i):
+        log.append(torch.ones(4) * i)
+
+    with vtt.track(walk_fraction=None) as tr:
+        vtt.mark("step 0")
+        for i in range(3):
+            act(i)
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+        tid = tr.tensor_id(log[0])
+        fn = [k for k, v in fake.names.items() if v == "function act"]
+        assert len(fn) == 1, fake.names
+        held_act = [lb for (src, dst), lb in fake.live_refs().items() if dst == fn[0]]
+        assert any(lb.startswith("local 'act'") for lb in held_act), fake.paths_to(tid)
+        walk = tr._walk
+        cuts = []
+
+        def cut_where_act_is_reached_and_not_walked(starts, seen, deadline,
+                                                    clock=_walks._cpu_clock):
+            # a walk (no side effect: the caller asserts what it returns)
+            # stopped after k levels, for the first k whose walk found the
+            # function but not its holders
+            for k in range(1, 20):
+                ticks = iter(range(10 ** 6))
+                res = walk(dict(starts), seen, k - 0.5, lambda: next(ticks))
+                act_keys = {key for key, name in res.names.items() if name == "function act"}
+                if res.cut_off and act_keys and not any(e.dst in act_keys for e in res.edges):
+                    cuts.append(k)
+                    return res
+            raise AssertionError("no walk cut off between act() and its holders")
+        tr._walk = cut_where_act_is_reached_and_not_walked
+        tr._walked.clear()        # fresh starts: a complete walk is due
+        vtt.mark("step 3")
+        assert cuts, "the cut walk did not run"
+        assert tr.walk_cutoffs == 1, tr.walk_cutoffs
+        held_act = [lb for (src, dst), lb in fake.live_refs().items() if dst == fn[0]]
+        assert any(lb.startswith("local 'act'") for lb in held_act), fake.paths_to(tid)
+        assert "list" in _live_holders(fake, tid), fake.paths_to(tid)
+    del log
+
+
 class _Frames:
     def __init__(self):
         self.stacks = []

@@ -239,14 +239,18 @@ def _saved_readable(node: Any, attr: str) -> bool:
 
 def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any]
                ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
-    """The edges and nodes on chains that end in ``useful``."""
-    changed = True
-    while changed:
-        changed = False
-        for e in edges:
-            if e.dst in useful and e.src not in useful:
-                useful.add(e.src)
-                changed = True
+    """The edges and nodes on chains that end in ``useful``: what reaches
+    it, found backwards along each edge once (a pass over every edge per
+    hop of the longest chain was quadratic on a kept graph's long chains)."""
+    into: Dict[NodeKey, List[NodeKey]] = {}
+    for e in edges:
+        into.setdefault(e.dst, []).append(e.src)
+    todo = list(useful)
+    while todo:
+        for src in into.get(todo.pop(), ()):
+            if src not in useful:
+                useful.add(src)
+                todo.append(src)
     kept = [e for e in edges if e.dst in useful and e.src in useful]
     return kept, {k: v for k, v in nodes.items() if k in useful}
 
@@ -589,8 +593,16 @@ class _Walks:
             res.names.update(more.names)
             res.objects.update(more.objects)
             res.levels += more.levels
+            res.expanded |= more.expanded
+            cut = cut or more.cut_off or more.capped
             del more
-        only = None if full else {k[1] for k in starts} | {k[1] for k in roots}
+        # What a walk retracts: a complete walk that ran to its end, every
+        # reference it no longer found; else those to the tensors whose
+        # referrers it enumerated. A walk cut short found nothing of what
+        # it did not reach (actor_critic.py's list, a local of main and a
+        # closure cell of its act(): a walk cut after the list's level
+        # retracted main's local holding act(), and act() became a root).
+        only = None if full and not cut else {k[1] for k in res.expanded if k[0] == "t"}
         roots.clear()
         starts.clear()
         self._book.emit(res, "stale", extra, only=only, again=final or self._ring_says_again())
