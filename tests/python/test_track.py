@@ -934,3 +934,39 @@ def test_a_tensors_death_drops_its_references_from_every_scope_and_no_others(fak
     book.emit(WalkResult(edges=[]), "stale")
     book.emit(WalkResult(edges=[]), "other")
     assert sorted(e[1:] for e in fake.events if e[0] == "unref") == [(1, 4), (5, 6)]
+
+
+@pytest.mark.parametrize("whole_up_to", [10 ** 9, 64], ids=["whole", "bounded"])
+def test_graphs_that_all_reach_one_kept_tensor_assert_one_chain_to_it_beyond_a_bound(
+        fake, monkeypatch, whole_up_to):
+    """Forty kept graphs of twelve nodes each reach one leaf nothing else
+    holds (its AccumulateGrad keeps it: pytorch/examples' word_language_model
+    keeps each batch's output, and 276 spent LSTM graphs reach the replaced
+    model's parameters). Within _WHOLE_CHAINS_UP_TO edges every chain is
+    asserted; beyond it, one shortest chain to the leaf: from a kept output
+    down to its AccumulateGrad, not the 480 nodes of all the graphs."""
+    from vramtrace.torch import _walks
+    monkeypatch.setattr(_walks, "_WHOLE_CHAINS_UP_TO", whole_up_to)
+    xs = [torch.randn(2, 4) for _ in range(40)]
+    with vtt.track(walk_fraction=None) as tr:
+        w = torch.randn(4, 4, requires_grad=True)
+        vtt.mark("step 0")
+        kept = []
+        for x in xs:
+            y = x @ w
+            for _ in range(10):
+                y = y * 1.5
+            kept.append(y)
+        iw = tr.tensor_id(w)
+        del w, y
+        vtt.mark("step 1")
+        vtt.mark("step 2")
+    nodes = {e[1] for e in fake.of("ref") if fake.names.get(e[1], "").endswith("Backward0")}
+    paths = [p for p in fake.paths_to(iw, max_len=20) if " variable -> " in p]
+    assert paths and all(p.startswith("frame local 'kept'") and "-> list [" in p
+                         for p in paths), paths[:3]
+    if whole_up_to > 10 ** 6:
+        assert len(nodes) >= 40 * 11, len(nodes)
+    else:
+        assert len(paths) == 1 and len(nodes) == 11, (len(nodes), paths)
+    del kept

@@ -8,7 +8,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
@@ -43,6 +43,13 @@ _NEAR_VISITS = 256
 # every saved intermediate as such a tensor (each has a Python object, held
 # by the graph alone), and one heap pass looks for the holders of them all.
 _GRAPH_ROOTS = 1024
+# The edges of autograd chains a walk asserts whole, at most: beyond, one
+# shortest chain to each target (_chains_to). A list keeping each batch's
+# output keeps every spent graph; pytorch/examples' word_language_model's 276
+# each reach the replaced model's parameters (AccumulateGrad), and asserting
+# every node of them (107,000 holders, 250,000 references) at the exit
+# snapshot overwrote most of the ring's history of the program.
+_WHOLE_CHAINS_UP_TO = 4096
 
 
 # --------------------------------------------------------------------------
@@ -237,11 +244,16 @@ def _saved_readable(node: Any, attr: str) -> bool:
     return alive
 
 
-def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any]
+def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any],
+               whole_up_to: Optional[int] = None
                ) -> Tuple[List[Edge], Dict[NodeKey, Any]]:
     """The edges and nodes on chains that end in ``useful``: what reaches
-    it, found backwards along each edge once (a pass over every edge per
-    hop of the longest chain was quadratic on a kept graph's long chains)."""
+    it, found backwards along each edge once. Beyond ``whole_up_to`` edges
+    (_WHOLE_CHAINS_UP_TO), only one shortest chain to each node of
+    ``useful`` (_shortest_chains)."""
+    if whole_up_to is None:
+        whole_up_to = _WHOLE_CHAINS_UP_TO
+    targets = set(useful)
     into: Dict[NodeKey, List[NodeKey]] = {}
     for e in edges:
         into.setdefault(e.dst, []).append(e.src)
@@ -252,7 +264,61 @@ def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any
                 useful.add(src)
                 todo.append(src)
     kept = [e for e in edges if e.dst in useful and e.src in useful]
+    if len(kept) > whole_up_to:
+        kept = _shortest_chains(targets, kept)
+        useful = {e.src for e in kept} | {e.dst for e in kept}
     return kept, {k: v for k, v in nodes.items() if k in useful}
+
+
+def _shortest_chains(targets: Set[NodeKey], edges: List[Edge]) -> List[Edge]:
+    """Of ``edges`` (all on chains to ``targets``), one chain to each
+    target: the shortest from the newest tensor that reaches it. Each
+    tensor nothing among them reaches, the newest first, claims what it
+    reaches breadth first and no other tensor has claimed. The newest is a
+    graph's top (a loss, the hidden state carried across batches) and what
+    holds it is what keeps the graph; a nearer tensor inside the graph may be
+    held by the graph alone (from C++), and the chain would then stop at a
+    node when it dies. Then the tensors that only a cycle reaches (a tensor
+    its own grad_fn saved, as ReLU's result): such a tensor's chain starts
+    at itself."""
+    out: Dict[NodeKey, List[Edge]] = {}
+    into: Set[NodeKey] = set()
+    for e in edges:
+        out.setdefault(e.src, []).append(e)
+        into.add(e.dst)
+    parent: Dict[NodeKey, Optional[Edge]] = {}
+
+    def claim(source: NodeKey) -> None:
+        parent[source] = None
+        level = [source]
+        while level:
+            nxt = []
+            for k in level:
+                for e in out.get(k, ()):
+                    if e.dst not in parent:
+                        parent[e.dst] = e
+                        nxt.append(e.dst)
+            level = nxt
+
+    def newest_first(keys: Iterable[NodeKey]) -> List[NodeKey]:
+        return sorted(keys, key=lambda k: (k[0] != "t", -k[1] if k[0] == "t" else 0))
+    for k in newest_first(k for k in out if k not in into):
+        if k not in parent:
+            claim(k)
+    for k in newest_first(k for k in out.keys() | targets if k[0] == "t"):
+        if k not in parent:
+            claim(k)
+    chosen: Dict[Tuple[NodeKey, NodeKey, str], Edge] = {}
+    on_chain: Set[NodeKey] = set()
+    for k in targets:
+        while k in parent and k not in on_chain:
+            on_chain.add(k)
+            e = parent[k]
+            if e is None:
+                break
+            chosen.setdefault((e.src, e.dst, e.label), e)
+            k = e.src
+    return list(chosen.values())
 
 
 _cpu_clock = time.process_time   # the walk's budget: the process's CPU time
