@@ -10,6 +10,7 @@ from typing import Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
+from .._referrers import level_passes
 from ._walks import tick_clock
 
 # Seconds between the ticks of a program that makes no mark (_Marks._tick):
@@ -222,8 +223,14 @@ class _Marks:
     def _credit_pays_a_pass(self) -> bool:
         """Whether the walks' credit pays for a pass over the collector's
         objects (a mark's heap pass besides the walk: the models' lookup,
-        the bases only views keep); always without a time budget."""
-        return self.walk_fraction is None or self._credit >= self._pass_cost
+        the bases only views keep) and still a walk's first level after it
+        (_walk_stale's least); always without a time budget. Paid as soon
+        as a pass's worth came, such a pass took the credit every walk
+        waited for: actor_critic.py keeps a view of each step's critic
+        output, whose base only the view keeps, and its run --track made 9
+        heap passes for bases and one walk in 60 marks."""
+        return self.walk_fraction is None or (
+            self._credit >= self._pass_cost * (2 + level_passes(1)))
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
                               timed: bool = False) -> None:
