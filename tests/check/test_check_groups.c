@@ -484,4 +484,51 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
     synth_fini(&y);
 }
 
+/* pytorch/examples' GAT with each layer keeping its attention maps in a
+ * list of its own (`self.attention_log.append(attention)`): one line, one
+ * cause, reached through the model's dict['gat1'] and dict['gat2']. The
+ * cause's path blanks the key as it blanks a list's index; before, it read
+ * dict['gat1'] alone, as if one layer kept them. */
+TEST(a_cause_reached_through_several_keys_of_one_dict_says_dict_star)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, 8500, "module __main__");
+    synth_held(&y, 8501, "GAT", 8500, ".gat_net");
+    synth_held(&y, 8502, "dict", 8501, "._modules");
+    synth_held(&y, 8503, "GraphAttentionLayer", 8502, "['gat1']");
+    synth_held(&y, 8504, "GraphAttentionLayer", 8502, "['gat2']");
+    synth_held(&y, 8505, "list", 8503, ".attention_log");
+    synth_held(&y, 8506, "list", 8504, ".attention_log");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i > 4)
+            continue;
+        for (uint64_t layer = 0; layer < 2; layer++) {
+            uint64_t t = 8600 + 2 * (uint64_t)i + layer;
+            uint64_t at = 0x7f6000000000ull + ((uint64_t)i * 2 + layer) * 4 * MiB;
+            synth_made(&y, t, at, MiB,
+                       "attention = F.softmax(e, dim=-1) (main.py:124, aten._softmax out[0])",
+                       st_fwd);
+            char label[16];
+            snprintf(label, sizeof label, "[%d]", i - 1);
+            synth_ref(&y, 8505 + layer, t, label);
+        }
+    }
+    vt__check_options o = default_options();
+    o.rules = VT_CHECK_RULE_LINGER;
+    vt__check_report *r = check(&y, &o);
+    ASSERT(r->nfindings >= 6);
+    ASSERT_EQ(vt__check_report_groups(r, NULL, NULL), 1);
+    char *text = render(r, &y, 0);
+    ASSERT_MSG(strstr(text, "held by: module __main__.gat_net \xe2\x86\x92 GAT._modules \xe2\x86\x92 "
+                            "dict[*] \xe2\x86\x92 GraphAttentionLayer.attention_log \xe2\x86\x92 "
+                            "list[*] \xe2\x86\x92 tensor"), "%s", text);
+    /* each finding still says its own key */
+    ASSERT_MSG(strstr(text, "dict['gat1']") && strstr(text, "dict['gat2']"), "%s", text);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

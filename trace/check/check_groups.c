@@ -337,6 +337,60 @@ static void join(ck_group *g, uint32_t *into, size_t k, size_t j)
     g[k].count = 0;
 }
 
+/* Where a later finding of a group reaches it through another key of the
+ * same container ("GAT._modules → dict['gat1'] → GraphAttentionLayer.attention_log"
+ * and its dict['gat2']: one line keeps each layer's attention maps, one
+ * cause), the group's shown path says "dict[*]" there, as a list's index
+ * reads "list[*]": the first finding's key alone read as if one layer kept
+ * them. Only paths of as many hops; other hops keep the first's text. In
+ * place, on the path part of ``shown`` (after its second separator). */
+static void blend_shown(char *shown, const char *other)
+{
+    static const char arrow[] = " \xe2\x86\x92 ";
+    const char *a = third_part(shown), *b = third_part(other);
+    char out[CK_GROUP_KEY_MAX];
+    size_t o = 0;
+    int changed = 0;
+    while (*a && *b) {
+        const char *an = strstr(a, arrow), *bn = strstr(b, arrow);
+        if (!an != !bn)
+            return;                          /* hops of another number */
+        size_t la = an ? (size_t)(an - a) : strlen(a), lb = bn ? (size_t)(bn - b) : strlen(b);
+        const char *open = memchr(a, '[', la);
+        size_t head = open ? (size_t)(open - a) : 0;
+        int blank = (la != lb || memcmp(a, b, la)) && open && container_hop(a, la) &&
+                    container_hop(b, lb) && head < lb && !memcmp(a, b, head + 1) &&
+                    strncmp(a + head, "[*]", 3) != 0;
+        const char *text = a;
+        size_t n = la;
+        if (blank) {
+            text = "[*]";
+            n = 3;
+            if (o + head < sizeof out) {
+                memcpy(out + o, a, head);
+                o += head;
+            }
+            changed = 1;
+        }
+        if (o + n + sizeof arrow >= sizeof out)
+            return;
+        memcpy(out + o, text, n);
+        o += n;
+        if (an) {
+            memcpy(out + o, arrow, sizeof arrow - 1);
+            o += sizeof arrow - 1;
+        }
+        a = an ? an + sizeof arrow - 1 : a + la;
+        b = bn ? bn + sizeof arrow - 1 : b + lb;
+    }
+    if (!changed || *a || *b)
+        return;
+    out[o] = 0;
+    char *path = (char *)third_part(shown);
+    if ((size_t)(path - shown) + o < CK_GROUP_KEY_MAX)
+        memcpy(path, out, o + 1);
+}
+
 /* The groups of r's findings, largest bytes first, and each finding's group
  * in group_of (when not NULL); NULL when out of memory. */
 ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_data *s,
@@ -374,6 +428,8 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
             g[k].held_bytes = 0;
             g[k].nlines = 0;
             ng++;
+        } else {
+            blend_shown(g[k].shown, shown);
         }
         g[k].count++;
         g[k].bytes += x->bytes;
