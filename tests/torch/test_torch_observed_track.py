@@ -363,6 +363,38 @@ def test_a_value_kept_every_step_is_named_by_its_blocks_and_its_list(track, tmp_
                              r"     at act \(", text), text[:4000]
 
 
+@pytest.mark.parametrize("track", [True, False], ids=["run-track", "run"])
+def test_attention_maps_each_layer_keeps_are_one_cause_through_both_layers(track, tmp_path):
+    """attention_maps.py: a graph attention network (pytorch/examples'
+    gat/main.py's shape) whose two layers each append every forward's
+    attention map to a list of their own. Under --track: one cause, its
+    line, held through the model's dict of modules with the key blanked
+    (both layers keep them); plain `run`: the softmax's line grows step
+    over step; the twin keeping the last map only is clean."""
+    prog = os.path.join(HERE, "attention_maps.py")
+    line = next(i for i, text in enumerate(open(prog), 1)
+                if "attention = F.softmax(e, dim=-1)" in text)
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
+                       "-o", snap, "--", sys.executable, prog, kind])
+        assert rc == 0 and "epochs 30, maps " in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        if kind == "fixed":
+            assert rc == 0 and "0 findings" in text, text[:3000]
+            continue
+        assert rc == 1 and re.search(r"findings? from 1 cause", text), text[:3000]
+        if track:
+            assert re.search(rf"tensor 'attention = F\.softmax\(e, dim=-1\) \(attention_maps\.py:{line}\)'\n"
+                             r"     held by: frame local 'model' in main attention_maps\.py:\d+ → "
+                             r"GAT\._modules → dict\[\*\] → GraphAttentionLayer\.attention_log → "
+                             r"list\[\*\] → tensor", text), text[:3000]
+            assert "dict['gat1']" in text and "dict['gat2']" in text, text[:6000]
+        else:
+            assert re.search(rf"\[growth\].*\n.*allocated at forward \(\S*attention_maps\.py:{line}\)",
+                             text), text[:3000]
+
+
 def test_gradients_left_on_parameters_in_use_are_state_not_findings(tmp_path):
     snap = str(tmp_path / "eval.vtsnap")
     prog = os.path.join(HERE, "eval_after_training.py")
