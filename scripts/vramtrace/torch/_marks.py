@@ -10,7 +10,6 @@ from typing import Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
-from .._referrers import level_passes
 from ._walks import tick_clock
 
 # Seconds between the ticks of a program that makes no mark (_Marks._tick):
@@ -224,13 +223,13 @@ class _Marks:
         """Whether the walks' credit pays for a pass over the collector's
         objects (a mark's heap pass besides the walk: the models' lookup,
         the bases only views keep) and still a walk's first level after it
-        (_walk_stale's least); always without a time budget. Paid as soon
+        (_least_walk_cost); always without a time budget. Paid as soon
         as a pass's worth came, such a pass took the credit every walk
         waited for: actor_critic.py keeps a view of each step's critic
         output, whose base only the view keeps, and its run --track made 9
         heap passes for bases and one walk in 60 marks."""
         return self.walk_fraction is None or (
-            self._credit >= self._pass_cost * (2 + level_passes(1)))
+            self._credit >= self._pass_cost + self._least_walk_cost())
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
                               timed: bool = False) -> None:

@@ -487,6 +487,11 @@ class _Walks:
             if added >= _GROWING_WALKED_ALL:
                 break
 
+    def _least_walk_cost(self) -> float:
+        """What the least walk costs: a level of one start and one more
+        (the containers, then what owns them), in the walks' CPU time."""
+        return self._pass_cost * (1 + level_passes(1))
+
     def _walk_stale(self, threshold: int, final: bool = False, until: Optional[float] = None,
                     clock: Callable[[], float] = _cpu_clock) -> None:
         """Walk the holders of the stale tensors from the walks' credit
@@ -496,8 +501,7 @@ class _Walks:
         0 at the tick's start)."""
         budgeted = not final and until is None and self.walk_fraction is not None
         forced = budgeted and self._half_ring_since(self._walked_at) is not None
-        if (budgeted and not forced
-                and self._credit < self._pass_cost * (1 + level_passes(1))):
+        if budgeted and not forced and self._credit < self._least_walk_cost():
             # No walk of any start fits the credit: postponed before the
             # stale set is read, which costs a pass over every storage and
             # grows with what the program keeps (a loop that keeps a tensor
