@@ -306,6 +306,38 @@ def test_a_base_only_its_views_keep_is_dropped_at_the_next_mark(real_lib, observ
     del row
 
 
+@pytest.mark.parametrize("walk_left", [False, True], ids=["a-pass-only", "a-walk-left"])
+def test_bases_only_views_keep_leave_the_credit_a_walk_needs(real_lib, observer, monkeypatch,
+                                                            walk_left):
+    """The bases' heap pass is paid from the walks' credit only when a
+    walk's least cost is left after it: paid as soon as one pass's worth
+    came, it took the credit each walk waited for (actor_critic.py, a view
+    of each step's critic output kept: 9 passes for bases and 1 walk in 60
+    marks under run --track)."""
+    from vramtrace.torch import _storages
+    monkeypatch.setattr(_storages, "_BASES_PASS_S", 1e9)
+    kept = []
+    with vtt.track(walk_fraction=0.25) as tr:
+        for i in range(3):
+            tr._credit, tr._pass_cost = 0.0, 1.0    # no heap pass fits the credit
+            vtt.mark(f"batch {i}")
+            out = torch.randn(16, 64) * 1
+            kept.append(out[:, 0])
+        out = None
+        rows = {tr.tensor_id(t) for t in kept}
+        waiting = {r.base for s in tr._storages.values() for r in s.tids if r.tid in rows}
+        assert waiting, "no base waits for its pass"
+        postponed = tr.base_drops_postponed
+        tr._credit = tr._pass_cost + tr._least_walk_cost() if walk_left else 1.5 * tr._pass_cost
+        tr._sweep()
+        owners = {r.tid for s in tr._storages.values() for r in s.tids if not r.base}
+        if walk_left:
+            assert not waiting & owners and tr.base_drops_postponed == postponed
+        else:
+            assert waiting <= owners and tr.base_drops_postponed == postponed + 1
+    del kept
+
+
 def test_bases_only_views_keep_wait_for_a_mark_whose_credit_pays_the_heap_pass(
         real_lib, observer, monkeypatch):
     """Looking for what else refers to such bases is a pass over every
