@@ -18,7 +18,10 @@ import torch_snapshot as ts
 from interop_script import run_named_test, vramtrace_runner
 
 exe, prog, name = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
-tmp = tempfile.mkdtemp(prefix="vt-compare-")
+# removed when the script exits, failed or not (its assertions carry what
+# the runs printed): a suite run leaves nothing in the temporary directory
+_scratch = tempfile.TemporaryDirectory(prefix="vt-compare-")
+tmp = _scratch.name
 EXTRA = 32 << 20
 
 

@@ -22,7 +22,10 @@ from interop_script import run_named_test, vramtrace_runner
 
 exe = os.path.abspath(sys.argv[1])
 name = sys.argv[2]
-tmp = tempfile.mkdtemp(prefix="vt-interop-")
+# removed when the script exits, failed or not (its assertions carry what
+# the runs printed): a suite run leaves nothing in the temporary directory
+_scratch = tempfile.TemporaryDirectory(prefix="vt-interop-")
+tmp = _scratch.name
 SKIP = 77
 
 

@@ -15,7 +15,10 @@ import tempfile
 
 VT, FRAG, DEMO, STREAMS, STREAMS_PROG = sys.argv[1:6]
 MIB = 1 << 20
-TMP = tempfile.mkdtemp(prefix="vt-replay-")
+# removed when the script exits, failed or not (its assertions carry what
+# the runs printed): a suite run leaves nothing in the temporary directory
+_scratch = tempfile.TemporaryDirectory(prefix="vt-replay-")
+TMP = _scratch.name
 
 
 def record(name, argv, mem, conf=None, status=0):

@@ -59,6 +59,7 @@ def job(tmp_path, options: List[str] = [], script: str = SCRIPT) -> List[str]:
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     run([SIMRUN, "--devices", "4", "--mem", "256M", "--", CLI, "run", *options, "--conf",
          "stacks:python", "-o", str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+         "--log-dir", str(tmp_path / "torchrun-logs"),
          "--nproc_per_node", "4", script])
     snaps = sorted(str(p) for p in tmp_path.glob("rank*.vtsnap"))
     assert [os.path.basename(p) for p in snaps] == [f"rank{r}.vtsnap" for r in range(4)]

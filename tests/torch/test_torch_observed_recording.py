@@ -177,6 +177,7 @@ def test_every_rank_of_a_torchrun_job_is_observed(tmp_path):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     rc, out = run([SIMRUN, "--devices", "2", "--mem", "1G", "--", CLI, "run", "-o",
                    str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+                   "--log-dir", str(tmp_path / "torchrun-logs"),
                    "--nproc_per_node", "2", os.path.join(HERE, "ranks.py")])
     assert rc == 0, out[-3000:]
     allocated = {int(m.group(1)): int(m.group(2))
@@ -202,6 +203,7 @@ def test_one_signal_to_the_launcher_dumps_every_rank_once(tmp_path):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     cmd = [SIMRUN, "--mem", "1G", "--", CLI, "run", "--conf", "signal:SIGUSR2", "-o",
            str(tmp_path / "rank%r.vtsnap"), "--", torchrun, "--standalone",
+           "--log-dir", str(tmp_path / "torchrun-logs"),
            "--nproc_per_node", "4", os.path.join(HERE, "ranks_hold.py"), str(tmp_path)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
