@@ -522,6 +522,32 @@ static void device_limits(void)
     kv("smem_sm_attr", v);
 }
 
+/* Interprocess event handles in the process that made them (what the
+ * simulator assumes where the documentation is silent: sim_ipc_event.c):
+ * an event without the flag, one with it but timed, a handle opened where it
+ * was made, an elapsed time of an interprocess event. */
+static void ipc_event_handles(void)
+{
+    cudaEvent_t plain = NULL, timed = NULL, shared = NULL, opened = NULL;
+    cudaIpcEventHandle_t h;
+    kv("plain_create", cudaEventCreateWithFlags(&plain, cudaEventDisableTiming));
+    kv("plain_handle", cudaIpcGetEventHandle(&h, plain));
+    kv("last1", cudaGetLastError());
+    kv("timed_create", cudaEventCreateWithFlags(&timed, cudaEventInterprocess));
+    kv("last2", cudaGetLastError());
+    kv("create", cudaEventCreateWithFlags(&shared, cudaEventInterprocess | cudaEventDisableTiming));
+    kv("handle", cudaIpcGetEventHandle(&h, shared));
+    kv("open_here", cudaIpcOpenEventHandle(&opened, h));
+    kv("last3", cudaGetLastError());
+    kv("record", cudaEventRecord(shared, 0));
+    kv("sync", cudaEventSynchronize(shared));
+    float ms = 0;
+    kv("elapsed", cudaEventElapsedTime(&ms, shared, shared));
+    kv("last4", cudaGetLastError());
+    kv("destroy", cudaEventDestroy(shared));
+    kv("destroy_plain", cudaEventDestroy(plain));
+}
+
 struct fact {
     const char *name;
     void (*run)(void);
@@ -550,6 +576,7 @@ static const struct fact facts[] = {
     {"malloc_footprint", malloc_footprint},
     {"malloc_async_footprint", malloc_async_footprint},
     {"device_limits", device_limits},
+    {"ipc_event_handles", ipc_event_handles},
 };
 
 int main(int argc, char **argv)

@@ -152,6 +152,8 @@ static const proc_entry table[] = {
     E("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
     E("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
     E("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    E("cuIpcGetEventHandle", 4010, cuIpcGetEventHandle),
+    E("cuIpcOpenEventHandle", 4010, cuIpcOpenEventHandle),
     E("cuMemHostRegister", 6050, cuMemHostRegister_v2),
     E("cuMemHostUnregister", 4000, cuMemHostUnregister),
     E("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),

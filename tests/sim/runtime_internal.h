@@ -69,6 +69,8 @@
     X(cuIpcGetMemHandle, "cuIpcGetMemHandle", CUresult (*)(CUipcMemHandle *, CUdeviceptr))  \
     X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", CUresult (*)(CUdeviceptr *, CUipcMemHandle, unsigned)) \
     X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", CUresult (*)(CUdeviceptr))             \
+    X(cuIpcGetEventHandle, "cuIpcGetEventHandle", CUresult (*)(CUipcEventHandle *, CUevent)) \
+    X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", CUresult (*)(CUevent *, CUipcEventHandle)) \
     X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer", CUresult (*)(CUdeviceptr *, void *, unsigned)) \
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", CUresult (*)(CUmemoryPool *, CUdevice)) \
     X(cuDeviceGetMemPool, "cuDeviceGetMemPool", CUresult (*)(CUmemoryPool *, CUdevice))    \

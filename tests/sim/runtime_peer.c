@@ -126,18 +126,32 @@ RT_API cudaError_t cudaIpcCloseMemHandle(void *devPtr)
     return rt_ret_drv(rt_drv.cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)devPtr));
 }
 
-/* ---- not simulated: interprocess event handles -------------------------- */
+/* ---- interprocess event handles: the driver's (sim_ipc_event.c) --------- */
 
 RT_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
 {
-    (void)handle; (void)event;
-    return rt_ret(cudaErrorNotSupported);
+    RT_TRY(rt_enter());
+    if (!handle)
+        return rt_ret(cudaErrorInvalidValue);
+    CUipcEventHandle h;
+    CUresult r = rt_drv.cuIpcGetEventHandle(&h, (CUevent)event);
+    if (r != CUDA_SUCCESS)
+        return rt_ret_drv(r);
+    memcpy(handle->reserved, h.reserved, sizeof handle->reserved);
+    return cudaSuccess;
 }
 
 RT_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
 {
-    (void)handle;
-    if (event)
-        *event = NULL;
-    return rt_ret(cudaErrorNotSupported);
+    RT_TRY(rt_enter());
+    if (!event)
+        return rt_ret(cudaErrorInvalidValue);
+    CUipcEventHandle h;
+    memcpy(h.reserved, handle.reserved, sizeof h.reserved);
+    CUevent e = NULL;
+    CUresult r = rt_drv.cuIpcOpenEventHandle(&e, h);
+    if (r != CUDA_SUCCESS)
+        return rt_ret_drv(r);
+    *event = (cudaEvent_t)e;
+    return cudaSuccess;
 }

@@ -5,7 +5,9 @@
  * the record current at the time of the call, as in CUDA. Re-recording bumps
  * a generation number, so an older record op that completes late does not
  * overwrite the timestamp of the newer one. An event never recorded is
- * complete.
+ * complete. An interprocess event's state is the records of every process
+ * that has it open (sim_ipc_event.c): its queries, synchronisation and
+ * stream waits read that instead.
  */
 #include "sim_internal.h"
 
@@ -30,12 +32,16 @@ void sim_event_unref(sim_event *ev)
         return;
     if (ev->rec_stream)
         sim_stream_unref(ev->rec_stream);
+    if (ev->ipc)
+        sim_ipc_event_fini(ev);
     ev->magic = 0;
     free(ev);
 }
 
-void sim_event_record_done(sim_event *ev, uint64_t gen)
+void sim_event_record_done(sim_event *ev, uint64_t gen, uint64_t ipc_gen)
 {
+    if (ipc_gen)
+        sim_ipc_event_done(ev, ipc_gen);
     uint64_t now = sim_now_ns();
     pthread_mutex_lock(&ev->dev->lock);
     if (ev->gen == gen) {
@@ -63,6 +69,13 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
     ev->flags = flags;
     ev->dev = c->dev;
     atomic_init(&ev->refs, 1);
+    if (flags & CU_EVENT_INTERPROCESS) {
+        CUresult rc = sim_ipc_event_init(ev);
+        if (rc != CUDA_SUCCESS) {
+            free(ev);
+            return rc;
+        }
+    }
     SIM_COUNT(c->dev, events_created);
     *phEvent = (CUevent)ev;
     return CUDA_SUCCESS;
@@ -123,10 +136,15 @@ static CUresult event_record(CUevent h, CUstream hs, unsigned flags, bool ptsz)
     ev->time_valid = false;
     pthread_mutex_unlock(&dev->lock);
     op->u.rec.gen = gen;
+    uint64_t ipc_gen = ev->ipc ? sim_ipc_event_record(ev) : 0;
+    op->u.rec.ipc_gen = ipc_gen;
     uint64_t seq;
     CUresult rc = sim_stream_enqueue(s, op, &seq);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        if (ipc_gen)   /* the number taken stands for no work: nobody waits for it */
+            sim_ipc_event_done(ev, ipc_gen);
         return rc;
+    }
     pthread_mutex_lock(&dev->lock);
     if (ev->gen == gen) {
         if (ev->rec_stream != s) {
@@ -177,6 +195,8 @@ static CUresult event_state(CUevent h, bool query, sim_event **ev, bool *done)
     bool captured = (*ev)->captured_id != 0;
     *done = !(*ev)->recorded || (*ev)->rec_stream->completed >= (*ev)->rec_seq;
     pthread_mutex_unlock(&dev->lock);
+    if ((*ev)->ipc)
+        *done = sim_ipc_event_reached(*ev, sim_ipc_event_last(*ev));
     if (captured)
         return CUDA_ERROR_CAPTURED_EVENT;
     return sim_capture_unsafe_call();
@@ -195,6 +215,10 @@ SIM_API CUresult cuEventSynchronize(CUevent h)
     sim_event *ev;
     bool done;
     SIM_TRY(event_state(h, false, &ev, &done));
+    if (ev->ipc) {
+        sim_ipc_event_wait(ev, sim_ipc_event_last(ev));
+        return CUDA_SUCCESS;
+    }
     sim_stream *s;
     uint64_t seq;
     if (event_position(ev, &s, &seq)) {
@@ -239,6 +263,29 @@ static CUresult elapsed(float *ms, CUevent hs, CUevent he)
 SIM_API CUresult cuEventElapsedTime(float *ms, CUevent hs, CUevent he) { return elapsed(ms, hs, he); }
 SIM_API CUresult cuEventElapsedTime_v2(float *ms, CUevent hs, CUevent he) { return elapsed(ms, hs, he); }
 
+/* A stream's wait for an interprocess event: for the last record taken by
+ * any process, polled by the stream's worker (SIM_OP_IPC_WAIT). In a capture
+ * it is refused (an assumption: the graph could not wait for another
+ * process's work when launched). */
+static CUresult wait_ipc_event(sim_stream *s, sim_event *ev)
+{
+    uint64_t gen = sim_ipc_event_last(ev);
+    pthread_mutex_lock(&s->dev->lock);
+    bool capturing = s->capture != NULL;
+    pthread_mutex_unlock(&s->dev->lock);
+    if (capturing)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (sim_ipc_event_reached(ev, gen))
+        return CUDA_SUCCESS;            /* nothing left to wait for */
+    sim_op *op = sim_op_new(SIM_OP_IPC_WAIT);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_fetch_add(&ev->refs, 1);
+    op->u.ipc_wait.ev = ev;
+    op->u.ipc_wait.gen = gen;
+    return sim_stream_enqueue(s, op, NULL);
+}
+
 static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned flags, bool ptsz)
 {
     sim_event *ev;
@@ -264,6 +311,8 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned flags, bool p
         return jr;
     }
     pthread_mutex_unlock(&ev->dev->lock);
+    if (ev->ipc)
+        return wait_ipc_event(s, ev);
     sim_stream *target;
     uint64_t seq;
     if (!event_position(ev, &target, &seq))

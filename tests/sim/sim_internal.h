@@ -121,6 +121,8 @@ typedef enum sim_op_type {
     SIM_OP_EVENT_RECORD,
     SIM_OP_KERNEL,                       /* device code cannot run: a no-op in order */
     SIM_OP_FREE,                         /* stream-ordered free */
+    SIM_OP_IPC_WAIT,                     /* waits for another process's record of an
+                                            interprocess event (sim_ipc_event.c) */
 } sim_op_type;
 
 typedef struct sim_dep {
@@ -143,7 +145,10 @@ typedef struct sim_op {
         struct { void *dst; unsigned value; unsigned width;
                  size_t n; } set;        /* n elements of width (1 or 4) bytes */
         struct { CUhostFn fn; void *arg; } host;
-        struct { sim_event *ev; uint64_t gen; } rec;
+        struct { sim_event *ev; uint64_t gen;
+                 uint64_t ipc_gen; } rec;  /* ipc_gen: its number among the records
+                                            of an interprocess event, 0: none */
+        struct { sim_event *ev; uint64_t gen; } ipc_wait; /* until record gen is done */
         struct { uintptr_t ptr; sim_device *dev; } free;
     } u;
 } sim_op;
@@ -190,6 +195,11 @@ struct sim_event {
     uint64_t     time_ns;                /* CLOCK_MONOTONIC at completion */
     bool         time_valid;
     uint64_t     captured_id;            /* last recorded in this capture (0: not) */
+    /* CU_EVENT_INTERPROCESS: the records of every process that has it open,
+     * counted in a shared file (sim_ipc_event.c); its state is read there */
+    struct sim_ipc_event_state *ipc;
+    int32_t      ipc_pid;                /* the process that made it */
+    uint64_t     ipc_id;                 /* its export id there */
 };
 
 /* ---- contexts and devices (sim_device.c) -------------------------------- */
@@ -293,6 +303,19 @@ uint64_t sim_ipc_new_id(void);               /* an export id unique in this proc
 int      sim_ipc_create(uint64_t id);        /* the file of export id: fd, or -1 */
 void     sim_ipc_remove(uint64_t id);        /* the export's file goes (its memory was freed) */
 
+int      sim_ipc_open(int32_t pid, uint64_t id); /* another process's export file: fd, or -1 */
+
+/* sim_ipc_event.c: interprocess events. Every record of one, in any process,
+ * takes the next number of its shared count; its state is whether the
+ * last record taken by the time of the call has completed. */
+CUresult sim_ipc_event_init(sim_event *ev);         /* cuEventCreate: its shared state */
+void     sim_ipc_event_fini(sim_event *ev);         /* its last reference went */
+uint64_t sim_ipc_event_record(sim_event *ev);       /* a record's number */
+void     sim_ipc_event_done(sim_event *ev, uint64_t gen); /* that record completed */
+uint64_t sim_ipc_event_last(sim_event *ev);         /* the last record's number */
+bool     sim_ipc_event_reached(sim_event *ev, uint64_t gen); /* record gen completed */
+void     sim_ipc_event_wait(sim_event *ev, uint64_t gen);    /* until it is */
+
 /* sim_stream.c */
 CUresult sim_stream_resolve(CUstream h, bool ptsz, sim_stream **out); /* checks init */
 /* sim_stream_resolve, then CUDA_ERROR_INVALID_VALUE unless `args_ok`: the
@@ -335,7 +358,7 @@ CUresult sim_capture_unsafe_call(void);
 CUresult sim_capture_device_sync(sim_device *dev);
 
 /* sim_event.c */
-void sim_event_record_done(sim_event *ev, uint64_t gen); /* called by workers */
+void sim_event_record_done(sim_event *ev, uint64_t gen, uint64_t ipc_gen); /* by workers */
 void sim_event_unref(sim_event *ev);
 
 /* driver_procaddr.c */

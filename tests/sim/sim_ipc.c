@@ -26,7 +26,7 @@
  * fresh range of its own device. The file is unlinked when the allocation
  * is freed, at cudaDeviceReset and at exit, so a handle of freed memory (or
  * of a process that exited) no longer opens: CUDA_ERROR_INVALID_HANDLE.
- * Event handles (cuIpcGetEventHandle) are not simulated.
+ * Event handles: sim_ipc_event.c, with files of the same names.
  */
 #include "sim_internal.h"
 
@@ -120,6 +120,13 @@ int sim_ipc_create(uint64_t id)
     return fd;
 }
 
+int sim_ipc_open(int32_t pid, uint64_t id)
+{
+    char name[96];
+    file_name(name, sizeof name, pid, id);
+    return open(name, O_RDWR | O_CLOEXEC);
+}
+
 void sim_ipc_remove(uint64_t id)
 {
     char name[96];
@@ -179,9 +186,7 @@ static CUresult ipc_open_handle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsig
             pthread_mutex_unlock(&open_lock);
             return CUDA_SUCCESS;
         }
-    char name[96];
-    file_name(name, sizeof name, h.pid, h.id);
-    int fd = open(name, O_RDWR | O_CLOEXEC);
+    int fd = sim_ipc_open(h.pid, h.id);
     CUresult rc = CUDA_ERROR_INVALID_HANDLE;   /* freed, or its process exited */
     uintptr_t addr = 0;
     ipc_open *o = NULL;

@@ -9,6 +9,13 @@
  *     open-twice               two opens give one pointer; the mapping
  *                              stays after one close; a third close fails
  *     open-fails ERR           opening fails with cudaError ERR
+ *   HANDLE_HEX an event handle (the same 64 bytes):
+ *     event-open-fails ERR     opening it fails with cudaError ERR
+ *     event-pending            the exporter's record is pending: the event and
+ *                              a stream waiting for it are not ready; prints
+ *                              "pending", then waits for the record (the
+ *                              exporter completes it on reading that line),
+ *                              records the event itself, prints "ok"
  * Exit status 0 when everything held, 1 (with a line on stderr) if not.
  */
 #include <cuda_runtime_api.h>
@@ -22,6 +29,7 @@ static int fail(const char *what, int got)
     return 1;
 }
 
+/* The 64 bytes of a handle, memory or event, from hex. */
 static int parse_handle(const char *hex, cudaIpcMemHandle_t *h)
 {
     if (strlen(hex) != 2 * sizeof h->reserved)
@@ -35,12 +43,56 @@ static int parse_handle(const char *hex, cudaIpcMemHandle_t *h)
     return 0;
 }
 
+/* The event modes: what another process sees of an interprocess event. */
+static int event_mode(const char *mode, const cudaIpcMemHandle_t *mh, int argc, char **argv)
+{
+    cudaIpcEventHandle_t h;
+    _Static_assert(sizeof h.reserved == sizeof mh->reserved, "handles of one size");
+    memcpy(h.reserved, mh->reserved, sizeof h.reserved);
+    cudaEvent_t ev = NULL;
+    cudaError_t e;
+    if (strcmp(mode, "event-open-fails") == 0 && argc == 4) {
+        e = cudaIpcOpenEventHandle(&ev, h);
+        return e == (cudaError_t)atoi(argv[3]) ? 0 : fail("event open did not fail as expected", e);
+    }
+    if (strcmp(mode, "event-pending") != 0)
+        return fail("unknown mode", 0);
+    if ((e = cudaIpcOpenEventHandle(&ev, h)) != cudaSuccess)
+        return fail("cudaIpcOpenEventHandle", e);
+    cudaStream_t s;
+    if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+        return fail("stream", e);
+    if ((e = cudaEventQuery(ev)) != cudaErrorNotReady)
+        return fail("the exporter's pending record must leave the event not ready", e);
+    if ((e = cudaStreamWaitEvent(s, ev, 0)) != cudaSuccess)
+        return fail("cudaStreamWaitEvent", e);
+    if ((e = cudaStreamQuery(s)) != cudaErrorNotReady)
+        return fail("a stream waiting for the pending record must not be ready", e);
+    printf("pending\n");
+    fflush(stdout);
+    if ((e = cudaEventSynchronize(ev)) != cudaSuccess || (e = cudaEventQuery(ev)) != cudaSuccess)
+        return fail("synchronize with the exporter's record", e);
+    if ((e = cudaStreamSynchronize(s)) != cudaSuccess || (e = cudaStreamQuery(s)) != cudaSuccess)
+        return fail("the waiting stream after the record completed", e);
+    float ms = 0;
+    if ((e = cudaEventElapsedTime(&ms, ev, ev)) != cudaErrorInvalidResourceHandle)
+        return fail("an opened event has no timing", e);
+    if ((e = cudaEventRecord(ev, s)) != cudaSuccess || (e = cudaEventSynchronize(ev)) != cudaSuccess)
+        return fail("a record of the importer's own", e);
+    if ((e = cudaEventDestroy(ev)) != cudaSuccess || (e = cudaStreamDestroy(s)) != cudaSuccess)
+        return fail("destroy", e);
+    printf("ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cudaIpcMemHandle_t h;
     if (argc < 3 || parse_handle(argv[2], &h) != 0)
         return fail("usage: sim_ipc_peer MODE HANDLE_HEX [ARGS]", argc);
     const char *mode = argv[1];
+    if (strncmp(mode, "event-", 6) == 0)
+        return event_mode(mode, &h, argc, argv);
     void *p = NULL;
     if (strcmp(mode, "open-fails") == 0 && argc == 4) {
         cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);

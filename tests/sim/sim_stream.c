@@ -103,6 +103,8 @@ void sim_op_free(sim_op *op)
         free(op->deps);
     if (op->type == SIM_OP_EVENT_RECORD)
         sim_event_unref(op->u.rec.ev);
+    if (op->type == SIM_OP_IPC_WAIT)
+        sim_event_unref(op->u.ipc_wait.ev);
     if (op->type == SIM_OP_MEMCPY)
         free(op->u.copy.staged);
     free(op);
@@ -130,7 +132,10 @@ static void op_execute(sim_op *op)
         op->u.host.fn(op->u.host.arg);
         break;
     case SIM_OP_EVENT_RECORD:
-        sim_event_record_done(op->u.rec.ev, op->u.rec.gen);
+        sim_event_record_done(op->u.rec.ev, op->u.rec.gen, op->u.rec.ipc_gen);
+        break;
+    case SIM_OP_IPC_WAIT:
+        sim_ipc_event_wait(op->u.ipc_wait.ev, op->u.ipc_wait.gen);
         break;
     case SIM_OP_FREE:
         sim_mem_free(op->u.free.dev, op->u.free.ptr, SIM_FREE_QUEUED);

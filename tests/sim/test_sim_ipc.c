@@ -1,12 +1,14 @@
-/* tests/sim/test_sim_ipc.c - legacy interprocess memory handles between two
- * real processes: the exporter is this test, the importer sim_ipc_peer,
- * started with fork+exec (SIM_IPC_PEER is its path). */
+/* tests/sim/test_sim_ipc.c - legacy interprocess memory and event handles
+ * between two real processes: the exporter is this test, the importer
+ * sim_ipc_peer, started with fork+exec (SIM_IPC_PEER is its path). */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -133,6 +135,102 @@ TEST(handle_of_freed_memory_no_longer_opens)
     ASSERT_OK(cudaFree(p2));
 }
 
+/* An event handle as the memory handle's 64 bytes (sim_ipc_peer reads both). */
+static cudaIpcMemHandle_t as_mem_handle(const cudaIpcEventHandle_t *h)
+{
+    cudaIpcMemHandle_t m;
+    _Static_assert(sizeof m.reserved == sizeof h->reserved, "handles of one size");
+    memcpy(m.reserved, h->reserved, sizeof m.reserved);
+    return m;
+}
+
+TEST(an_event_handle_is_only_for_interprocess_events_and_other_processes)
+{
+    cudaEvent_t plain, shared, ev = NULL;
+    cudaIpcEventHandle_t h;
+    ASSERT_OK(cudaEventCreateWithFlags(&plain, cudaEventDisableTiming));
+    ASSERT_EQ(cudaIpcGetEventHandle(&h, plain), cudaErrorInvalidResourceHandle);
+    ASSERT_EQ(cudaEventCreateWithFlags(&shared, cudaEventInterprocess), cudaErrorInvalidValue);
+    ASSERT_OK(cudaEventCreateWithFlags(&shared, cudaEventInterprocess | cudaEventDisableTiming));
+    ASSERT_EQ(cudaIpcGetEventHandle(NULL, shared), cudaErrorInvalidValue);
+    ASSERT_OK(cudaIpcGetEventHandle(&h, shared));
+    ASSERT_EQ(cudaIpcOpenEventHandle(&ev, h), cudaErrorDeviceUninitialized);  /* this process */
+    cudaIpcEventHandle_t zero;
+    memset(&zero, 0, sizeof zero);
+    ASSERT_EQ(cudaIpcOpenEventHandle(&ev, zero), cudaErrorInvalidValue);
+    /* once its maker destroyed it, the handle no longer opens */
+    ASSERT_OK(cudaEventDestroy(shared));
+    cudaIpcMemHandle_t m = as_mem_handle(&h);
+    char err[16];
+    snprintf(err, sizeof err, "%d", (int)cudaErrorInvalidResourceHandle);
+    ASSERT_EQ(run_peer("event-open-fails", &m, err, NULL), 0);
+    ASSERT_OK(cudaEventDestroy(plain));
+    cudaGetLastError();
+}
+
+/* A host function that holds its stream until *arg is set. */
+static void CUDART_CB hold_until_released(void *arg)
+{
+    const struct timespec pause = { 0, 1000 * 1000 };
+    while (!atomic_load((atomic_int *)arg))
+        nanosleep(&pause, NULL);
+}
+
+TEST(an_interprocess_event_orders_work_across_processes)
+{
+    /* This process records the event behind work that waits for a release;
+     * the peer opens it, sees it and a stream waiting for it not ready,
+     * says so, then synchronizes with it: released here only then, so its
+     * synchronize returns once this record completed. Then the peer records
+     * the event itself, which this process sees complete. */
+    static atomic_int released;
+    atomic_store(&released, 0);
+    cudaStream_t s;
+    cudaEvent_t ev;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ASSERT_OK(cudaEventCreateWithFlags(&ev, cudaEventInterprocess | cudaEventDisableTiming |
+                                                cudaEventBlockingSync));
+    ASSERT_OK(cudaLaunchHostFunc(s, hold_until_released, &released));
+    ASSERT_OK(cudaEventRecord(ev, s));
+    cudaIpcEventHandle_t h;
+    ASSERT_OK(cudaIpcGetEventHandle(&h, ev));
+    ASSERT_EQ(cudaEventQuery(ev), cudaErrorNotReady);
+
+    cudaIpcMemHandle_t m = as_mem_handle(&h);
+    char hex[2 * sizeof m.reserved + 1];
+    to_hex(&m, hex);
+    int out[2];
+    ASSERT_EQ(pipe(out), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        execl(SIM_IPC_PEER, SIM_IPC_PEER, "event-pending", hex, (char *)NULL);
+        _exit(127);
+    }
+    ASSERT_MSG(pid > 0, "fork");
+    close(out[1]);
+    FILE *said = fdopen(out[0], "r");
+    char line[64] = "";
+    ASSERT_MSG(fgets(line, sizeof line, said) != NULL, "the peer said nothing");
+    ASSERT_STR_EQ(line, "pending\n");
+    ASSERT_EQ(cudaEventQuery(ev), cudaErrorNotReady);
+    atomic_store(&released, 1);
+    ASSERT_OK(cudaStreamSynchronize(s));
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the peer failed (status %d)", st);
+    ASSERT_MSG(fgets(line, sizeof line, said) != NULL, "no second line");
+    ASSERT_STR_EQ(line, "ok\n");
+    fclose(said);
+    /* the peer's own record completed: the event is */
+    ASSERT_OK(cudaEventQuery(ev));
+    ASSERT_OK(cudaEventSynchronize(ev));
+    ASSERT_OK(cudaEventDestroy(ev));
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
 TEST(driver_entry_points_come_from_get_proc_address)
 {
     void *fn = NULL;
@@ -144,6 +242,10 @@ TEST(driver_entry_points_come_from_get_proc_address)
     ASSERT_PTR_EQ(fn, (void *)(uintptr_t)cuIpcOpenMemHandle_v2);
     ASSERT_EQ(cuGetProcAddress("cuIpcCloseMemHandle", &fn, 13000, 0, &st), CUDA_SUCCESS);
     ASSERT_PTR_EQ(fn, (void *)(uintptr_t)cuIpcCloseMemHandle);
+    ASSERT_EQ(cuGetProcAddress("cuIpcGetEventHandle", &fn, 13000, 0, &st), CUDA_SUCCESS);
+    ASSERT_PTR_EQ(fn, (void *)(uintptr_t)cuIpcGetEventHandle);
+    ASSERT_EQ(cuGetProcAddress("cuIpcOpenEventHandle", &fn, 13000, 0, &st), CUDA_SUCCESS);
+    ASSERT_PTR_EQ(fn, (void *)(uintptr_t)cuIpcOpenEventHandle);
 }
 
 TEST_MAIN()

@@ -213,7 +213,7 @@ TEST(unsupported_calls_return_the_documented_errors)
     cudaIpcMemHandle_t h;
     ASSERT_EQ(cudaIpcGetMemHandle(&h, buf), cudaErrorInvalidValue);   /* host memory */
     cudaIpcEventHandle_t eh;
-    ASSERT_EQ(cudaIpcGetEventHandle(&eh, NULL), cudaErrorNotSupported);
+    ASSERT_EQ(cudaIpcGetEventHandle(&eh, NULL), cudaErrorInvalidResourceHandle); /* no event */
     ASSERT_EQ(cudaGetSymbolAddress(&p, buf), cudaErrorInvalidSymbol);
     cudaGraphNode_t node;
     ASSERT_EQ(cudaGraphAddNode(&node, NULL, NULL, NULL, 0, NULL), cudaErrorNotSupported);

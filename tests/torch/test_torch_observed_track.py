@@ -502,3 +502,45 @@ def test_run_track_without_the_extension_says_it_records_nothing(tmp_path):
     assert len(said) == 1, out[-3000:]
     assert said[0].startswith("vramtrace run: vramtrace.torch.track() records nothing: ") and \
         "vramtrace._trackfast" in said[0] and "rebuild or reinstall" in said[0], said
+
+
+HOGWILD = os.path.join(HERE, "hogwild.py")
+
+
+def test_run_track_names_the_holder_in_each_hogwild_trainer(tmp_path):
+    """hogwild.py (pytorch/examples' mnist_hogwild shape): a CUDA model
+    shared with two spawned trainers through CUDA IPC (a memory handle and
+    an interprocess event per storage). Under run --track the program prints
+    what it prints untraced (the steps each trainer wrote into a shared CUDA
+    tensor, read back by the parent); each trainer's snapshot names its
+    module's list as the holder of the activations it kept; the fixed twin's
+    three snapshots are clean. Before the simulated device had interprocess
+    events, the program died at the first shared storage
+    (cudaIpcGetEventHandle: operation not supported)."""
+    line = next(i for i, text in enumerate(open(HOGWILD), 1)
+                if "h = F.relu(self.fc1(x))" in text)
+
+    def said(out: str) -> list:
+        # the trainers' lines can interleave (two processes, one pipe)
+        return sorted(re.findall(r"trainer \d: \d+ steps|exit codes \[.*?\]|"
+                                 r"steps read back \[.*?\]", out))
+
+    for kind in ("leak", "fixed"):
+        rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, HOGWILD, kind])
+        assert rc == 0 and "steps read back [12.0, 12.0]" in plain, plain[-3000:]
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o",
+                       str(tmp_path / f"{kind}.vtsnap"), "--", sys.executable, HOGWILD, kind])
+        assert rc == 0 and said(out) == said(plain), (said(plain), out[-4000:])
+        snaps = sorted(tmp_path.glob(f"{kind}-*.vtsnap"))
+        assert len(snaps) == 3, (snaps, out[-3000:])   # the parent and its two trainers
+        verdicts = []
+        for snap in snaps:
+            rc, text = run([CLI, "check", str(snap)])
+            verdicts.append(rc)
+            if rc == 1:
+                assert re.search(r"held by: module __mp_main__\.history → list\[\*\] → tensor "
+                                 rf"'h = F\.relu\(self\.fc1\(x\)\) \(hogwild\.py:{line}\)'",
+                                 text), text[:3000]
+            else:
+                assert rc == 0 and "0 findings" in text, text[:3000]
+        assert sorted(verdicts) == ([0, 1, 1] if kind == "leak" else [0, 0, 0]), verdicts
