@@ -1,10 +1,13 @@
 /*
- * cli/cmd_check.c - `vramtrace check FILE`: storages alive after their last
- * use or pinned by small views of a dropped base, and the chain of
- * references that holds them (trace/check/check.h).
+ * cli/cmd_check.c - `vramtrace check FILE...`: storages alive after their
+ * last use or pinned by small views of a dropped base, and the chain of
+ * references that holds them (trace/check/check.h). Several files (the
+ * snapshots of a run's processes: ranks, spawned trainers, workers) are
+ * checked one after the other, each report under its file's name.
  *
  * Exit status (commands.h): 0 clean, 1 something was flagged, 2 bad usage or
- * a file that cannot be read (the reader's one-line message is printed).
+ * a file that cannot be read (the reader's one-line message is printed; the
+ * other files are still checked).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,9 +33,14 @@ static void usage(FILE *f)
         "outlive their siblings), with the chain of references that keeps it\n"
         "alive, and call sites whose live bytes grow step over step. Findings are\n"
         "ranked by bytes x seconds held (pinned: wasted bytes x seconds).\n"
-        "\n"
+        "Several FILEs (one per process of a run: ranks, spawned trainers) are\n"
+        "checked in turn, each report under a '==> FILE <==' line.\n"
+        "\n");
+    /* in two: a string literal's length has a limit (C99: 4095) */
+    fprintf(f,
         "options:\n"
-        "  --json            the whole report as JSON on stdout (schema: trace/check/check.h)\n"
+        "  --json            the whole report as JSON on stdout (schema: trace/check/check.h);\n"
+        "                    several FILEs: an array of {\"file\", \"report\"} (or \"error\")\n"
         "  --grace G         how long a storage may outlive its last use:\n"
         "                      Nsteps (or N)  N complete steps between marks\n"
         "                      2.5s, 300ms    a fixed time\n"
@@ -79,8 +87,8 @@ static void usage(FILE *f)
         "                    they are judged only in a trace with no device storage\n"
         "  -h, --help        this help\n"
         "\n"
-        "exit status: 0 nothing flagged, 1 findings, 2 bad usage or a file that cannot be\n"
-        "read or written\n");
+        "exit status: 0 nothing flagged, 1 findings (in any FILE), 2 bad usage or a file\n"
+        "that cannot be read or written\n");
 }
 
 /* "--opt VALUE" or "--opt=VALUE"; advances *i. NULL if not this option. */
@@ -131,18 +139,116 @@ static int parse_min_bytes(const char *v, uint64_t *out)
     return 0;
 }
 
+/* Check one file and print its report (JSON: its object); `err` gets the
+ * reason when it cannot be read or checked. @return the exit status. */
+static int check_one(const char *path, const vt__check_options *opt, int json, size_t top,
+                     char *err, size_t errlen)
+{
+    /* The events as a stream (event_stream.h): the checker reads them a
+     * few times rather than holding them. err is the stream's too: a
+     * damaged file is said as the reader says it. */
+    vt__snapshot_data *s = NULL;
+    vt__event_stream *es = NULL;
+    err[0] = 0;
+    if (vt__snapshot_open(path, &s, &es, err, errlen) < 0) {
+        if (!err[0])
+            snprintf(err, errlen, "cannot read the snapshot");
+        return VT_EXIT_FAILURE;
+    }
+    /* before the run: the report points into the names */
+    if (!json && vt__report_text_names(s) != 0) {
+        snprintf(err, errlen, "out of memory");
+        vt__event_stream_close(es);
+        vt__snapshot_free(s);
+        return VT_EXIT_FAILURE;
+    }
+    vt__check_report *r = NULL;
+    int rc;
+    if (vt__check_run_stream(s, es, opt, &r, err, errlen) < 0) {
+        rc = VT_EXIT_FAILURE;
+    } else {
+        int wrc = json ? vt__check_report_write_json(stdout, r, s)
+                       : vt__check_report_print(stdout, r, s, top);
+        if (wrc < 0) {
+            snprintf(err, errlen, "cannot write the report");
+            rc = VT_EXIT_FAILURE;
+        } else {
+            rc = r->nfindings ? VT_EXIT_FINDINGS : VT_EXIT_OK;
+        }
+        vt__check_report_free(r);
+    }
+    vt__event_stream_close(es);
+    vt__snapshot_free(s);
+    return rc;
+}
+
+/* Every file in turn: one file prints its report alone; several each under
+ * a header (JSON: an array of {"file", "report" | "error"}), then a line
+ * saying which have findings. Worst status wins: a file that cannot be read
+ * (2), then findings (1). */
+static int check_files(const char **paths, size_t npaths, const vt__check_options *opt,
+                       int json, size_t top)
+{
+    char err[1024];
+    if (npaths == 1) {
+        int rc = check_one(paths[0], opt, json, top, err, sizeof err);
+        if (rc == VT_EXIT_FAILURE)
+            fprintf(stderr, "vramtrace check: %s\n", err);
+        return rc;
+    }
+    int worst = VT_EXIT_OK;
+    size_t nfound = 0, nbad = 0;
+    if (json)
+        fputs("[\n", stdout);
+    for (size_t i = 0; i < npaths; i++) {
+        if (json) {
+            fputs(i ? ",\n{\"file\": " : "{\"file\": ", stdout);
+            vt__json_str(stdout, paths[i]);
+            fputs(", \"report\": ", stdout);
+        } else {
+            printf("%s==> %s <==\n", i ? "\n" : "", paths[i]);
+        }
+        fflush(stdout);
+        int rc = check_one(paths[i], opt, json, top, err, sizeof err);
+        if (rc == VT_EXIT_FAILURE) {
+            fprintf(stderr, "vramtrace check: %s: %s\n", paths[i], err);
+            if (json) {   /* a report cut short is not JSON: the error in its place */
+                fputs("null, \"error\": ", stdout);
+                vt__json_str(stdout, err);
+            }
+            nbad++;
+            worst = VT_EXIT_FAILURE;
+        } else if (rc == VT_EXIT_FINDINGS) {
+            nfound++;
+            if (worst == VT_EXIT_OK)
+                worst = VT_EXIT_FINDINGS;
+        }
+        if (json)
+            fputs("}", stdout);
+    }
+    if (json)
+        fputs("\n]\n", stdout);
+    else
+        printf("\nvramtrace check: %zu files: %zu with findings, %zu clean%s\n", npaths, nfound,
+               npaths - nfound - nbad, nbad ? ", some not read (see above)" : "");
+    return worst;
+}
+
 int vt__cmd_check(int argc, char **argv)
 {
     vt__check_options opt;
     vt__check_options_init(&opt);
-    const char *path = NULL;
+    const char **paths = calloc((size_t)(argc > 0 ? argc : 1), sizeof *paths);
+    size_t npaths = 0;
     int json = 0;
     size_t top = 20;
     const char **ignore = calloc((size_t)(argc > 0 ? argc : 1), sizeof *ignore);
     size_t nignore = 0;
     int rc = VT_EXIT_FAILURE;
-    if (!ignore) {
+    if (!ignore || !paths) {
         fprintf(stderr, "vramtrace check: out of memory\n");
+        free(ignore);
+        free(paths);
         return VT_EXIT_FAILURE;
     }
 
@@ -199,53 +305,23 @@ int vt__cmd_check(int argc, char **argv)
         } else if (missing) {
             fprintf(stderr, "vramtrace check: %s needs a value\n", a);
             goto out;
-        } else if (!vt__cli_operand("check", "FILE", a, &path)) {
+        } else if (a[0] == '-' && a[1]) {
+            vt__cli_unknown_option("check", a);
             goto out;
+        } else {
+            paths[npaths++] = a;
         }
     }
-    if (!path) {
+    if (!npaths) {
         fprintf(stderr, "vramtrace check: missing FILE (try vramtrace check --help)\n");
         goto out;
     }
     opt.ignore = ignore;
     opt.nignore = nignore;
 
-    /* The events as a stream (event_stream.h): the checker reads them a
-     * few times rather than holding them. err is the stream's too: a
-     * damaged file is said as the reader says it. */
-    char err[1024] = "";
-    vt__snapshot_data *s = NULL;
-    vt__event_stream *es = NULL;
-    if (vt__snapshot_open(path, &s, &es, err, sizeof err) < 0) {
-        fprintf(stderr, "vramtrace check: %s\n", err[0] ? err : "cannot read the snapshot");
-        goto out;
-    }
-    /* before the run: the report points into the names */
-    if (!json && vt__report_text_names(s) != 0) {
-        fprintf(stderr, "vramtrace check: out of memory\n");
-        vt__event_stream_close(es);
-        vt__snapshot_free(s);
-        goto out;
-    }
-    vt__check_report *r = NULL;
-    if (vt__check_run_stream(s, es, &opt, &r, err, sizeof err) < 0) {
-        fprintf(stderr, "vramtrace check: %s\n", err);
-        vt__event_stream_close(es);
-        vt__snapshot_free(s);
-        goto out;
-    }
-    vt__event_stream_close(es);
-    int wrc = json ? vt__check_report_write_json(stdout, r, s)
-                   : vt__check_report_print(stdout, r, s, top);
-    if (wrc < 0) {
-        fprintf(stderr, "vramtrace check: cannot write the report\n");
-        rc = VT_EXIT_FAILURE;
-    } else {
-        rc = r->nfindings ? VT_EXIT_FINDINGS : VT_EXIT_OK;
-    }
-    vt__check_report_free(r);
-    vt__snapshot_free(s);
+    rc = check_files(paths, npaths, &opt, json, top);
 out:
     free(ignore);
+    free(paths);
     return rc;
 }

@@ -557,7 +557,8 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
      * with where to read them together. */
     if (kept_pid >= 2 && got_name == 0)
         fprintf(stderr, "vramtrace run: %zu processes wrote exit snapshots for %s: each keeps "
-                        "its pid in its name (`vramtrace compare` reads them side by side)\n",
+                        "its pid in its name (`vramtrace compare` reads them side by side, "
+                        "`vramtrace check` takes them all)\n",
                 kept_pid, out);
     explain_ooms(lines, n);
     free(lines);

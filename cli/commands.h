@@ -24,7 +24,7 @@ enum {
 #define VT__USAGE_SUMMARY "summary [--all-frames] FILE"
 #define VT__USAGE_LEAKS "leaks [--all-frames] [--top N] FILE"
 #define VT__USAGE_JSON "json FILE [--events]"
-#define VT__USAGE_CHECK "check FILE [--json] [--grace G] [--ignore PATTERN]...\n"                      \
+#define VT__USAGE_CHECK "check FILE... [--json] [--grace G] [--ignore PATTERN]...\n"                      \
     "                            [--rules LIST] [--pinned-ratio R] [--min-bytes SIZE]\n" \
     "                            [--top N] [--paths N] [--host]"
 #define VT__USAGE_VIZ "viz FILE [-o OUT.html] [--check] [--grace G] [--rules LIST] [--replay CONF]\n" \

@@ -422,6 +422,69 @@ TEST(json_and_check_print_a_name_and_a_size_the_same)
     cleanup();
 }
 
+/* Several files (one per process of a run): each report under its name, a
+ * last line saying which have findings; the worst status wins, a file that
+ * cannot be read says so and the others are still checked; --json, an
+ * array of {"file", "report"} ("report": null and "error" for such a file). */
+TEST(cli_check_several_files_each_under_its_name)
+{
+    setup_files();
+    char args[1024], *out, *err;
+    snprintf(args, sizeof args, "'%s/leak.vtsnap' '%s/clean.vtsnap'", dir, dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    char head[400];
+    snprintf(head, sizeof head, "==> %s/leak.vtsnap <==\nvramtrace check: 2 findings", dir);
+    ASSERT_STR_CONTAINS(out, head);
+    snprintf(head, sizeof head, "\n\n==> %s/clean.vtsnap <==\nvramtrace check: 0 findings", dir);
+    ASSERT_STR_CONTAINS(out, head);
+    ASSERT_STR_CONTAINS(out, "\nvramtrace check: 2 files: 1 with findings, 1 clean\n");
+    ASSERT_STR_EQ(err, "");
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "'%s/clean.vtsnap' '%s/clean.vtsnap'", dir, dir);
+    ASSERT_EQ(run(args, &out, &err), 0);
+    ASSERT_STR_CONTAINS(out, "2 files: 0 with findings, 2 clean");
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "'%s/garbage.vtsnap' '%s/leak.vtsnap'", dir, dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_STR_CONTAINS(out, "vramtrace check: 2 findings");   /* checked all the same */
+    ASSERT_STR_CONTAINS(out, "2 files: 1 with findings, 0 clean, some not read (see above)");
+    snprintf(head, sizeof head, "vramtrace check: %s/garbage.vtsnap: ", dir);
+    ASSERT_STR_CONTAINS(err, head);
+    free(out);
+    free(err);
+
+    snprintf(args, sizeof args, "--json '%s/leak.vtsnap' '%s/clean.vtsnap'", dir, dir);
+    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_JSON_VALID(out);
+    ASSERT_STR_CONTAINS(out, "\"report\": {");
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "--json '%s/leak.vtsnap' '%s/garbage.vtsnap'", dir, dir);
+    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_JSON_VALID(out);
+    ASSERT_STR_CONTAINS(out, "\"report\": null, \"error\": \"");
+    free(out);
+    free(err);
+    if (system("python3 -c 'import json' >/dev/null 2>&1") == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd,
+                 "'%s' check --json '%s/leak.vtsnap' '%s/clean.vtsnap' '%s/garbage.vtsnap' | "
+                 "python3 -c 'import json,sys; d=json.load(sys.stdin); "
+                 "assert [e[\"file\"].rsplit(\"/\",1)[1] for e in d]==[\"leak.vtsnap\","
+                 "\"clean.vtsnap\",\"garbage.vtsnap\"]; "
+                 "assert len(d[0][\"report\"][\"findings\"])==2; "
+                 "assert d[1][\"report\"][\"findings\"]==[]; "
+                 "assert d[2][\"report\"] is None and d[2][\"error\"]' 2>/dev/null",
+                 exe(), dir, dir, dir);
+        ASSERT_EQ(system(cmd), 0);
+    }
+    cleanup();
+}
+
 TEST(cli_check_help_and_bad_usage)
 {
     tmpdir();
@@ -432,7 +495,7 @@ TEST(cli_check_help_and_bad_usage)
         { .opts = "--frobnicate x.vtsnap", .rc = 2,
           .err_has = { "unknown option '--frobnicate'" } },
         { .opts = "", .rc = 2, .err_has = { "missing FILE" } },
-        { .opts = "a.vtsnap b.vtsnap", .rc = 2 },
+        { .opts = "a.vtsnap b.vtsnap", .rc = 2, .err_has = { "a.vtsnap", "b.vtsnap" } },
         { .opts = "--grace", .rc = 2, .err_has = { "--grace needs a value" } });
     cleanup();
 }
