@@ -23,6 +23,21 @@ def run(cmd: List[str], env: Dict[str, str] | None = None,
     return p.returncode, p.stdout
 
 
+def pytorch_ipc_exit_crash(rc: int, out: str) -> bool:
+    """Whether a process that shared CUDA tensors with others
+    (torch.multiprocessing) died of PyTorch 2.14's own use of a destroyed
+    singleton at exit (docs/limitations.md): SIGSEGV (a child of `vramtrace
+    run` reports it, `run` passes on 139) right after the warning the same
+    destructor prints first ("Producer process has been terminated before
+    all shared CUDA tensors released"), the last line the program itself
+    printed. Seen with and without vramtrace, untraced in a core."""
+    if rc not in (-signal.SIGSEGV, 128 + signal.SIGSEGV):
+        return False
+    own = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("vramtrace run:")]
+    return bool(own) and "Producer process has been terminated before all shared CUDA " \
+        "tensors released" in own[-1]
+
+
 def pytorch_exit_abort(rc: int, err: str) -> bool:
     """Whether a process died of PyTorch 2.14's own abort at exit after a CUDA
     backward (SIGABRT, "terminate called without an active exception" its

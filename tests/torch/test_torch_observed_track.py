@@ -25,7 +25,7 @@ from typing import Dict, Tuple
 import pytest
 
 from observed_helpers import CLI, HERE, LOGITS_LINE, SCRIPT, SIMRUN, snapshot_json, train
-from procs import run
+from procs import pytorch_ipc_exit_crash, run
 
 
 def test_run_track_longer_than_the_ring_still_names_the_holder(tmp_path):
@@ -526,15 +526,16 @@ def test_run_track_names_the_holder_in_each_hogwild_trainer(tmp_path):
         return sorted(re.findall(r"trainer \d: \d+ steps|exit codes \[.*?\]|"
                                  r"steps read back \[.*?\]", out))
 
+    # Either run may die at exit of PyTorch's own crash after sharing CUDA
+    # tensors (procs.pytorch_ipc_exit_crash): 1 run in about 50 with or
+    # without vramtrace, once all is printed and every snapshot written.
     for kind in ("leak", "fixed"):
         rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, HOGWILD, kind])
-        assert rc == 0 and "steps read back [12.0, 12.0]" in plain, plain[-3000:]
-        # faulthandler: a crash says where (one run of the whole suite saw the
-        # parent die of SIGSEGV, not seen again in 45 runs under load)
+        assert (rc == 0 or pytorch_ipc_exit_crash(rc, plain)) and \
+            "steps read back [12.0, 12.0]" in plain, f"exit {rc}:\n{plain[-3000:]}"
         rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o",
-                       str(tmp_path / f"{kind}.vtsnap"), "--", sys.executable, HOGWILD, kind],
-                      env={"PYTHONFAULTHANDLER": "1"})
-        assert rc == 0 and said(out) == said(plain), \
+                       str(tmp_path / f"{kind}.vtsnap"), "--", sys.executable, HOGWILD, kind])
+        assert (rc == 0 or pytorch_ipc_exit_crash(rc, out)) and said(out) == said(plain), \
             f"{kind}: exit {rc}, untraced said {said(plain)}; traced:\n{out[-6000:]}"
 
         snaps = sorted(tmp_path.glob(f"{kind}-*.vtsnap"))
