@@ -426,13 +426,19 @@ TEST(json_and_check_print_a_name_and_a_size_the_same)
  * last line saying which have findings; the worst status wins, a file that
  * cannot be read says so and the others are still checked; --json, an
  * array of {"file", "report"} ("report": null and "error" for such a file). */
+/* `vramtrace check OPTS DIR/A DIR/B`. */
+static int run_two(const char *opts, const char *a, const char *b, char **out, char **err)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "%s '%s/%s' '%s/%s'", opts, dir, a, dir, b);
+    return run(args, out, err);
+}
+
 TEST(cli_check_several_files_each_under_its_name)
 {
     setup_files();
-    char args[1024], *out, *err;
-    snprintf(args, sizeof args, "'%s/leak.vtsnap' '%s/clean.vtsnap'", dir, dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
-    char head[400];
+    char head[400], *out, *err;
+    ASSERT_EQ(run_two("", "leak.vtsnap", "clean.vtsnap", &out, &err), 1);
     snprintf(head, sizeof head, "==> %s/leak.vtsnap <==\nvramtrace check: 2 findings", dir);
     ASSERT_STR_CONTAINS(out, head);
     snprintf(head, sizeof head, "\n\n==> %s/clean.vtsnap <==\nvramtrace check: 0 findings", dir);
@@ -442,14 +448,12 @@ TEST(cli_check_several_files_each_under_its_name)
     free(out);
     free(err);
 
-    snprintf(args, sizeof args, "'%s/clean.vtsnap' '%s/clean.vtsnap'", dir, dir);
-    ASSERT_EQ(run(args, &out, &err), 0);
+    ASSERT_EQ(run_two("", "clean.vtsnap", "clean.vtsnap", &out, &err), 0);
     ASSERT_STR_CONTAINS(out, "2 files: 0 with findings, 2 clean");
     free(out);
     free(err);
 
-    snprintf(args, sizeof args, "'%s/garbage.vtsnap' '%s/leak.vtsnap'", dir, dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_EQ(run_two("", "garbage.vtsnap", "leak.vtsnap", &out, &err), 2);
     ASSERT_STR_CONTAINS(out, "vramtrace check: 2 findings");   /* checked all the same */
     ASSERT_STR_CONTAINS(out, "2 files: 1 with findings, 0 clean, some not read (see above)");
     snprintf(head, sizeof head, "vramtrace check: %s/garbage.vtsnap: ", dir);
@@ -457,14 +461,12 @@ TEST(cli_check_several_files_each_under_its_name)
     free(out);
     free(err);
 
-    snprintf(args, sizeof args, "--json '%s/leak.vtsnap' '%s/clean.vtsnap'", dir, dir);
-    ASSERT_EQ(run(args, &out, &err), 1);
+    ASSERT_EQ(run_two("--json", "leak.vtsnap", "clean.vtsnap", &out, &err), 1);
     ASSERT_JSON_VALID(out);
     ASSERT_STR_CONTAINS(out, "\"report\": {");
     free(out);
     free(err);
-    snprintf(args, sizeof args, "--json '%s/leak.vtsnap' '%s/garbage.vtsnap'", dir, dir);
-    ASSERT_EQ(run(args, &out, &err), 2);
+    ASSERT_EQ(run_two("--json", "leak.vtsnap", "garbage.vtsnap", &out, &err), 2);
     ASSERT_JSON_VALID(out);
     ASSERT_STR_CONTAINS(out, "\"report\": null, \"error\": \"");
     free(out);
