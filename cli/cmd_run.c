@@ -542,8 +542,9 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
         if (l->rank[0])
             snprintf(rank, sizeof rank, ", rank %s", l->rank);
         if (l->ok) {
-            fprintf(stderr, "vramtrace run: snapshot written to %s (%s%s, pid %ld)\n", l->path,
-                    l->kind, rank, l->pid);
+            /* which of several to read: a DataLoader worker's says so */
+            fprintf(stderr, "vramtrace run: snapshot written to %s (%s%s, pid %ld%s)\n", l->path,
+                    l->kind, rank, l->pid, l->host_only ? ", no device memory" : "");
             if (!strcmp(l->kind, "exit"))
                 say_ring_overflow(l);
         } else {

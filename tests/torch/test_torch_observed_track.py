@@ -168,7 +168,7 @@ def test_run_track_names_the_scripts_snapshot_beside_its_dataloader_workers(tmp_
     """DataLoader workers started with spawn import torch too, and under
     --track record their CPU tensors, so each writes a snapshot: -o's name
     goes to the script's process (the only one that used the device), the
-    workers' keep their pids. Before: every file kept its pid, and
+    workers' keep their pids, and run's listing says they used no device. Before: every file kept its pid, and
     `vramtrace check run.vtsnap` found no file."""
     script = tmp_path / "loader.py"
     script.write_text(DATALOADER_SCRIPT)
@@ -178,6 +178,11 @@ def test_run_track_names_the_scripts_snapshot_beside_its_dataloader_workers(tmp_
     assert rc == 0 and "done" in out, out[-4000:]
     files = sorted(p.name for p in tmp_path.glob("*.vtsnap"))
     assert "run.vtsnap" in files and len(files) == 3, (files, out[-3000:])
+    # the listing says which used no device: the workers
+    said = dict(re.findall(r"snapshot written to \S+/(\S+) \((.*)\)", out))
+    assert sorted(said) == files, (said, out[-3000:])
+    assert all(("no device memory" in what) == (name != "run.vtsnap")
+               for name, what in said.items()), said
     sj = snapshot_json(str(snap))
     assert sj["meta"]["framework_allocator"] == "observed", sj["meta"]
     assert "loader.py" in sj["meta"]["command_line"], sj["meta"]
