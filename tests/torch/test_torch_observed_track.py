@@ -562,3 +562,24 @@ def test_run_track_names_the_holder_in_each_hogwild_trainer(tmp_path):
         assert text.count("==> ") == 3, text[-3000:]
         assert (f"3 files: {2 if kind == 'leak' else 0} with findings, "
                 f"{1 if kind == 'leak' else 3} clean") in text, text[-3000:]
+
+
+def test_run_lists_a_process_that_only_sent_cuda_tensors_as_using_the_device(tmp_path):
+    """actor_learner.py: a spawned actor allocates its observations through
+    PyTorch's caching allocator (observed) and sends them to the learner; it
+    sets up no allocator of vramtrace's. run's listing said its snapshot
+    used no device memory (as a DataLoader worker's) and gave -o's name to
+    the learner alone; now both used the device, so both keep their pids,
+    and the actor's snapshot holds its allocations."""
+    script = os.path.join(HERE, "actor_learner.py")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", str(tmp_path / "run.vtsnap"),
+                   "--", sys.executable, script])
+    assert (rc == 0 or pytorch_ipc_exit_crash(rc, out)) and \
+        "learner steps 8, actor exit 0" in out, out[-3000:]
+    said = dict(re.findall(r"snapshot written to (\S+) \((.*)\)", out))
+    assert len(said) == 2 and not any("no device memory" in w for w in said.values()), said
+    assert all(re.fullmatch(r"run-\d+\.vtsnap", os.path.basename(p)) for p in said), said
+    actor = next(p for p in said if "spawn_main" in snapshot_json(p)["meta"]["command_line"])
+    rc, text = run([CLI, "summary", actor])
+    assert rc == 0 and re.search(r"8 MiB\s+8 allocations\s+actor .*actor_learner\.py:\d+",
+                                 text), text[:3000]
