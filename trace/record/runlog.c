@@ -16,9 +16,9 @@
  * the rank from the launcher's environment, else empty; the last field says
  * whether the process used a device (set up an allocator, hit an OOM or
  * recorded an event on a device: vt__activity_noted) or recorded host events
- * alone (a DataLoader worker's
- * CPU tensors under `run --track`): where several exit snapshots would share
- * a name, run gives it to the only one that used a device. Tabs and
+ * alone (a DataLoader worker's CPU tensors under `run --track`): where several
+ * exit snapshots would share a name, run gives it to the only one that used a
+ * device. Tabs and
  * newlines in paths are written as '?'.
  *
  * The processes of the run that take snapshots on the configured signal
