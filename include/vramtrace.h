@@ -486,6 +486,13 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
 VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uint64_t stream,
                          uint64_t aux);
 
+/*! vt_pool_block_at() :
+ * Whether a live block of the observed allocator starts at `addr`: 1, or 0
+ * when none does (the memory is not the allocator's: a CUDA IPC handle's
+ * mapping, a DLPack import); -1 when it cannot tell (no block seen yet, or
+ * its book ran out of memory). A tensor's storage starts at its block. */
+VT_API int vt_pool_block_at(uint64_t addr);
+
 /*! vt_pool_settings() :
  * The observed allocator's settings, in its own syntax (PyTorch: the
  * PYTORCH_CUDA_ALLOC_CONF text it runs with, plus

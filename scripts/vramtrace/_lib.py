@@ -192,6 +192,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_pool_observe": (_int, (_vp, _vp)),
     "vt_pool_event": (_int, (_int, _int, _u64, _u64, _u64, _u64)),
     "vt_pool_unseen": (None, ()),
+    "vt_pool_block_at": (_int, (_u64,)),   # optional: older libraries lack it
     "vt_pool_settings": (_int, (_cs,)),   # optional: libraries before format 1.7 lack it
     "vt_source_is_programs": (_int, (_cs,)),   # optional: older libraries lack it
     # the calling thread's Python frames (optional: older libraries lack it)

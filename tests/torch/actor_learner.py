@@ -2,7 +2,12 @@
 observations on the device and sends them to the learner (this process)
 through a Queue, as CUDA IPC handles; the learner trains on each.
 
-    python actor_learner.py [--steps N]
+    python actor_learner.py leak|fixed [--steps N]
+
+leak: the learner keeps every observation it received (``kept``, a module
+list), as a replay buffer that is never trimmed; fixed keeps none. The
+received tensors live in memory the learner's allocator never made (the
+actor's blocks, mapped from their IPC handles).
 
 The actor allocates through PyTorch's caching allocator and nothing else:
 no cuBLAS, no allocator of vramtrace's set up in it.
@@ -11,6 +16,8 @@ import argparse
 
 import torch
 import torch.multiprocessing as mp
+
+kept = []
 
 
 def actor(q, steps):
@@ -23,6 +30,7 @@ def actor(q, steps):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=["leak", "fixed"])
     ap.add_argument("--steps", type=int, default=8)
     args = ap.parse_args()
     mp.set_start_method("spawn", force=True)
@@ -37,6 +45,8 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if args.kind == "leak":
+            kept.append(obs)   # OBS_KEPT
         del obs
         steps += 1
     a.join()

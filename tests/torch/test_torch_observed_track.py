@@ -564,22 +564,36 @@ def test_run_track_names_the_holder_in_each_hogwild_trainer(tmp_path):
                 f"{1 if kind == 'leak' else 3} clean") in text, text[-3000:]
 
 
-def test_run_lists_a_process_that_only_sent_cuda_tensors_as_using_the_device(tmp_path):
-    """actor_learner.py: a spawned actor allocates its observations through
-    PyTorch's caching allocator (observed) and sends them to the learner; it
-    sets up no allocator of vramtrace's. run's listing said its snapshot
-    used no device memory (as a DataLoader worker's) and gave -o's name to
-    the learner alone; now both used the device, so both keep their pids,
-    and the actor's snapshot holds its allocations."""
+def test_run_track_judges_cuda_tensors_another_process_sent_and_names_their_holder(tmp_path):
+    """actor_learner.py: a spawned actor sends CUDA tensors to the learner
+    through a Queue; the learner's leak twin keeps every one. The received
+    tensors live in memory the learner's allocator never made (IPC
+    mappings: no ALLOC in its trace), which `check` took for host storages
+    and never judged (0 findings); now `track()` declares them external on
+    their device (vt_pool_block_at), so they are judged and their holder is
+    named. The actor itself allocated through PyTorch's observed allocator
+    alone: run's listing said its snapshot used no device memory and gave
+    -o's name to the learner; both used the device, so both keep their pids."""
     script = os.path.join(HERE, "actor_learner.py")
-    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", str(tmp_path / "run.vtsnap"),
-                   "--", sys.executable, script])
-    assert (rc == 0 or pytorch_ipc_exit_crash(rc, out)) and \
-        "learner steps 8, actor exit 0" in out, out[-3000:]
-    said = dict(re.findall(r"snapshot written to (\S+) \((.*)\)", out))
-    assert len(said) == 2 and not any("no device memory" in w for w in said.values()), said
-    assert all(re.fullmatch(r"run-\d+\.vtsnap", os.path.basename(p)) for p in said), said
-    actor = next(p for p in said if "spawn_main" in snapshot_json(p)["meta"]["command_line"])
-    rc, text = run([CLI, "summary", actor])
-    assert rc == 0 and re.search(r"8 MiB\s+8 allocations\s+actor .*actor_learner\.py:\d+",
-                                 text), text[:3000]
+    for kind in ("leak", "fixed"):
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o",
+                       str(tmp_path / f"{kind}.vtsnap"), "--", sys.executable, script, kind])
+        assert (rc == 0 or pytorch_ipc_exit_crash(rc, out)) and \
+            "learner steps 8, actor exit 0" in out, out[-3000:]
+        said = dict(re.findall(r"snapshot written to (\S+) \((.*)\)", out))
+        assert len(said) == 2 and not any("no device memory" in w for w in said.values()), said
+        assert all(re.fullmatch(rf"{kind}-\d+\.vtsnap", os.path.basename(p)) for p in said), said
+        actor = next(p for p in said if "spawn_main" in snapshot_json(p)["meta"]["command_line"])
+        learner = next(p for p in said if p != actor)
+        rc, text = run([CLI, "summary", actor])
+        assert rc == 0 and re.search(r"8 MiB\s+8 allocations\s+actor .*actor_learner\.py:\d+",
+                                     text), text[:3000]
+        rc, text = run([CLI, "check", learner])
+        if kind == "fixed":
+            assert rc == 0 and "0 findings" in text, text[:3000]
+            continue
+        assert rc == 1, text[:3000]
+        assert re.search(r"\d+ × \[linger\] \d+ MiB .*\n +tensor 'while \(obs := q\.get\(\)\) "
+                         r"is not None: \(actor_learner\.py:\d+\)'\n +held by: module "
+                         r"__main__\.kept → list\[\*\]", text), text[:3000]
+        assert re.search(r"storage 0x[0-9a-f]+ on cuda:0, 1 MiB, external", text), text[:3000]

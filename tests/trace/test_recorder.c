@@ -694,4 +694,25 @@ TEST(observed_pool_state_lists_what_the_ring_overwrote)
     vt__snapshot_free(s);
 }
 
+/* vt_pool_block_at: whether memory is a block of the observed allocator
+ * (track() declares a device storage that is not, a CUDA IPC handle's
+ * mapping, as external). Unknown before the first block; a block's start
+ * only; still the allocator's while its free is pending; not once freed. */
+TEST(pool_block_at_says_whether_memory_is_a_block_of_the_observed_allocator)
+{
+    const uint64_t seg = 0x7f0000000000;
+    ASSERT_EQ(vt_pool_block_at(seg), -1);
+    ASSERT_EQ(vt_pool_observe(dlsym(RTLD_DEFAULT, "strlen"), NULL), 0);
+    ASSERT_EQ(vt_pool_block_at(seg), -1);
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, seg, 0x400000, 0, VT_POOL_LARGE), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_ALLOC, 0, seg, 0x1000, 0, 0), 0);
+    ASSERT_EQ(vt_pool_block_at(seg), 1);
+    ASSERT_EQ(vt_pool_block_at(seg + 0x1000), 0);        /* free space of the segment */
+    ASSERT_EQ(vt_pool_block_at(0x500000200000ull), 0);   /* elsewhere: an IPC mapping */
+    ASSERT_EQ(vt_pool_event(VT_EV_FREE_REQUESTED, 0, seg, 0x1000, 0, 0), 0);
+    ASSERT_EQ(vt_pool_block_at(seg), 1);
+    ASSERT_EQ(vt_pool_event(VT_EV_FREE_COMPLETED, 0, seg, 0x1000, 0, 0), 0);
+    ASSERT_EQ(vt_pool_block_at(seg), 0);
+}
+
 TEST_MAIN()

@@ -62,6 +62,11 @@ void vt__pool_settings(char *buf, size_t len)
     pthread_mutex_unlock(&settings_lock);
 }
 
+int vt_pool_block_at(uint64_t addr)
+{
+    return vt__pool_state_block_at(addr);
+}
+
 void vt_pool_unseen(void)
 {
     atomic_fetch_or_explicit(&meta_flags, VT_META_POOL_UNSEEN, memory_order_relaxed);

@@ -112,6 +112,14 @@ void vt__pool_state_alloc(int device, uint64_t addr, uint64_t size, uint64_t req
     pthread_mutex_unlock(&lock);
 }
 
+int vt__pool_state_block_at(uint64_t addr)
+{
+    pthread_mutex_lock(&lock);
+    int r = broken || !blocks.at.mask ? -1 : find(&blocks, addr) != VT__U64MAP_NONE;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 void vt__pool_state_free_requested(uint64_t addr)
 {
     pthread_mutex_lock(&lock);

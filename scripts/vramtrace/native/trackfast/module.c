@@ -290,8 +290,9 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
  * reads storages with instead of Python's data_ptr(); engine_drainer, its
  * trackobs_drain, which flush() calls first while it hands ops over;
  * use_counter, its trackobs_storage_use_count, which a storage left without
- * tensors is asked with instead of torch._C._storage_Use_Count. */
-enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER, USE_COUNTER };
+ * tensors is asked with instead of torch._C._storage_Use_Count. And one of
+ * the library's: pool_block_at, its vt_pool_block_at (new_storage). */
+enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER, USE_COUNTER, POOL_BLOCK_AT };
 
 static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
 {
@@ -299,6 +300,7 @@ static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
     uintptr_t a = w == WEAK_MAKER ? (uintptr_t)d->make_weak
                   : w == STORAGE_READER ? (uintptr_t)d->storage_now
                   : w == USE_COUNTER    ? (uintptr_t)d->use_count_now
+                  : w == POOL_BLOCK_AT  ? (uintptr_t)d->pool_block_at
                                         : (uintptr_t)d->drain;
     return PyLong_FromUnsignedLongLong(a);
 }
@@ -314,6 +316,8 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
         d->storage_now = (vt__storage_now_fn)(uintptr_t)a;
     else if ((intptr_t)which == USE_COUNTER)
         d->use_count_now = (vt__use_count_fn)(uintptr_t)a;
+    else if ((intptr_t)which == POOL_BLOCK_AT)
+        d->pool_block_at = (int (*)(uint64_t))(uintptr_t)a;
     else
         d->drain = (vt__drain_fn)(uintptr_t)a;
     return 0;
@@ -694,6 +698,10 @@ static PyGetSetDef dispatcher_getset[] = {
     {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's trackobs_storage_now, 0: none (Python's data_ptr())",
      (void *)(intptr_t)STORAGE_READER},
+    {"pool_block_at", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
+     "address of libvramtrace's vt_pool_block_at, 0: none (every device storage is "
+     "taken for a block of the allocator)",
+     (void *)(intptr_t)POOL_BLOCK_AT},
     {"use_counter", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's trackobs_storage_use_count, 0: none "
      "(torch._C._storage_Use_Count)",

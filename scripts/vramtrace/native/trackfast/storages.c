@@ -107,8 +107,8 @@ int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         if (twin != 0)
             return twin < 0 ? -1 : 0;
     }
-    int err = d->external((const void *)(uintptr_t)ptr, (size_t)nbytes, -1,
-                          stack_of(d, stack_obj));
+    int err = d->external((const void *)(uintptr_t)ptr, (size_t)nbytes,
+                          (int)SREC(srec)->device, stack_of(d, stack_obj));
     if (err != 0) {
         PyErr_Format(PyExc_RuntimeError, "vt_storage_external_stack(%#llx, %llu) failed (%d)",
                      (unsigned long long)ptr, (unsigned long long)nbytes, err);
@@ -236,7 +236,13 @@ PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor
     PyObject *storages = book(d, BOOK_STORAGES);
     int bad = storages == NULL || PyDict_SetItem(storages, skey, srec) < 0;
     Py_XDECREF(storages);
-    if (!bad && device < 0)
+    /* Device memory that is no block of the observed allocator (a CUDA IPC
+     * handle's mapping: a tensor torch.multiprocessing handed over) has no
+     * ALLOC in this process's trace: declared like a host storage, so that
+     * `check` judges it on its device (it took it for a host one). */
+    if (!bad && device >= 0 && d->pool_block_at != NULL && d->pool_block_at(ptr) == 0)
+        SREC(srec)->external = 1;
+    if (!bad && (device < 0 || SREC(srec)->external))
         bad = declare(d, srec, stack_obj) < 0;
     if (bad)
         Py_CLEAR(srec);

@@ -146,6 +146,8 @@ typedef struct {
                                       * use_count (torch._C._storage_Use_Count) */
     vt__drain_fn drain;      /* the op observer's, while it hands ops over: what it
                               * holds back, recorded before a flush; NULL: none */
+    int (*pool_block_at)(uint64_t addr); /* libvramtrace's vt_pool_block_at, when it
+                              * observes the framework's allocator; NULL: none */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
     double tick_s;           /* Tracker._tick every tick_s seconds of the owner
                               * thread's ops, while the program has made no
