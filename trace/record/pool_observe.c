@@ -41,6 +41,7 @@ int vt_pool_observe(const void *pool_code, const void *observer_code)
     atomic_store_explicit(&pool_lo, lo, memory_order_relaxed);
     atomic_store_explicit(&pool_hi, hi, memory_order_release);
     atomic_fetch_or_explicit(&meta_flags, VT_META_POOL_OBSERVED, memory_order_relaxed);
+    vt__note_activity();   /* this process uses a device, through that allocator */
     return 0;
 }
 

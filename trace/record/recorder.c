@@ -134,20 +134,10 @@ uint64_t vt__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* This process used a device: it set up an allocator, hit an OOM, or
- * recorded an event on a device (PyTorch's blocks, which its allocator
- * observed hands out, set up no allocator of ours: a process that only
- * shared CUDA tensors with another, an actor of an actor-learner loop, was
- * listed as using none). A forked child starts without (auto_snapshot.c
- * forgets it there). */
-static _Atomic bool activity;
-
 VT_REC_TEXT uint64_t vt__trace_event(const vt__event_rec *e)
 {
     if (vt__unlikely(!vt__rec_on()))
         return 0;
-    if (vt__unlikely(e->device >= 0 && !atomic_load_explicit(&activity, memory_order_relaxed)))
-        atomic_store_explicit(&activity, true, memory_order_relaxed);
     vt__ring_rec r = {
         .time_ns = vt__now_raw(), .stream = e->stream, .addr = e->addr,
         .req_size = e->req_size, .size = e->size, .aux = e->aux, .aux2 = e->aux2,
@@ -156,6 +146,13 @@ VT_REC_TEXT uint64_t vt__trace_event(const vt__event_rec *e)
     };
     return vt__ring_write(&r);
 }
+
+/* This process used a device: it set up an allocator of ours, began to
+ * observe a framework's (vt_pool_observe: PyTorch's, at CUDA's start; a
+ * process that only allocates through it, an actor sending CUDA tensors to
+ * its learner, sets up none of ours), or hit an OOM. A forked child starts
+ * without (auto_snapshot.c forgets it there). */
+static _Atomic bool activity;
 
 void vt__note_activity(void) { atomic_store_explicit(&activity, true, memory_order_relaxed); }
 bool vt__activity_noted(void) { return atomic_load_explicit(&activity, memory_order_relaxed); }

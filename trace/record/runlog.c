@@ -14,8 +14,8 @@
  * exit snapshot, the name it would have without its pid (run renames the
  * file to it when it is the run's only exit snapshot), else empty; RANK is
  * the rank from the launcher's environment, else empty; the last field says
- * whether the process used a device (set up an allocator, hit an OOM or
- * recorded an event on a device: vt__activity_noted) or recorded host events
+ * whether the process used a device (set up an allocator of ours, observed a
+ * framework's or hit an OOM: vt__activity_noted) or recorded host events
  * alone (a DataLoader worker's CPU tensors under `run --track`): where several
  * exit snapshots would share a name, run gives it to the only one that used a
  * device. Tabs and
