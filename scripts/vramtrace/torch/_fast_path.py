@@ -93,11 +93,8 @@ def _make_fast_path(tracker: "Tracker", raw: Any, stacks: bool) -> Tuple[Any, Op
     # optional: else read and recorded through ctypes (_ring_calls)
     fns.append(raw("vt_trace_window"))
     fns.append(raw("vt_paused"))
-    addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
-    fast = _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs[:6], bool(stacks),
-                                 *addrs[6:])
     # optional: else every device storage is taken for a block of the allocator
-    block_at = raw("vt_pool_block_at")
-    if block_at is not None and hasattr(fast, "pool_block_at"):
-        fast.pool_block_at = ctypes.cast(block_at, ctypes.c_void_p).value or 0
-    return fast, None
+    fns.append(raw("vt_pool_block_at"))
+    addrs = [(ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn else 0 for fn in fns]
+    return _trackfast.Dispatcher(tracker, tracker._stacks.intern_frame, *addrs[:6], bool(stacks),
+                                 *addrs[6:]), None

@@ -64,20 +64,21 @@ static const struct {
 };
 
 /* Dispatcher(tracker, intern_frame, use, new, drop, external, external_free,
- * rename, stacks[, python_frames[, again[, window[, paused]]]]): the
- * addresses of vt_tensor_use_stack, vt_tensor_new_stack, vt_tensor_drop,
+ * rename, stacks[, python_frames[, again[, window[, paused[, block_at]]]]]):
+ * the addresses of vt_tensor_use_stack, vt_tensor_new_stack, vt_tensor_drop,
  * vt_storage_external_stack, vt_storage_external_free_stack, vt_tensor_name,
- * vt_python_frames, vt_tensor_again, vt_trace_window and vt_paused (0: a
- * library without it) in the loaded library. */
+ * vt_python_frames, vt_tensor_again, vt_trace_window, vt_paused and
+ * vt_pool_block_at (0: a library without it) in the loaded library. */
 static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
 {
     PyObject *tracker, *intern_frame;
     unsigned long long use_addr, new_addr, drop_addr, ext_addr, ext_free_addr, rename_addr;
     unsigned long long frames_addr = 0, again_addr = 0, window_addr = 0, paused_addr = 0;
+    unsigned long long block_at_addr = 0;
     int stacks;
-    if (!PyArg_ParseTuple(args, "OOKKKKKKp|KKKK", &tracker, &intern_frame, &use_addr, &new_addr,
+    if (!PyArg_ParseTuple(args, "OOKKKKKKp|KKKKK", &tracker, &intern_frame, &use_addr, &new_addr,
                           &drop_addr, &ext_addr, &ext_free_addr, &rename_addr, &stacks,
-                          &frames_addr, &again_addr, &window_addr, &paused_addr))
+                          &frames_addr, &again_addr, &window_addr, &paused_addr, &block_at_addr))
         return -1;
     if (tensor_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_trackfast.setup() was not called");
@@ -102,6 +103,7 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     d->again = (again_fn)(uintptr_t)again_addr;
     d->window = (window_fn)(uintptr_t)window_addr;
     d->paused = (paused_fn)(uintptr_t)paused_addr;
+    d->pool_block_at = (pool_block_at_fn)(uintptr_t)block_at_addr;
     d->stacks_enabled = stacks;
     if (d->codes == NULL && (d->codes = PyDict_New()) == NULL)
         return -1;
@@ -290,9 +292,8 @@ static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
  * reads storages with instead of Python's data_ptr(); engine_drainer, its
  * trackobs_drain, which flush() calls first while it hands ops over;
  * use_counter, its trackobs_storage_use_count, which a storage left without
- * tensors is asked with instead of torch._C._storage_Use_Count. And one of
- * the library's: pool_block_at, its vt_pool_block_at (new_storage). */
-enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER, USE_COUNTER, POOL_BLOCK_AT };
+ * tensors is asked with instead of torch._C._storage_Use_Count. */
+enum { WEAK_MAKER, STORAGE_READER, ENGINE_DRAINER, USE_COUNTER };
 
 static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
 {
@@ -300,7 +301,6 @@ static PyObject *dispatcher_get_observer_fn(Dispatcher *d, void *which)
     uintptr_t a = w == WEAK_MAKER ? (uintptr_t)d->make_weak
                   : w == STORAGE_READER ? (uintptr_t)d->storage_now
                   : w == USE_COUNTER    ? (uintptr_t)d->use_count_now
-                  : w == POOL_BLOCK_AT  ? (uintptr_t)d->pool_block_at
                                         : (uintptr_t)d->drain;
     return PyLong_FromUnsignedLongLong(a);
 }
@@ -316,8 +316,6 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
         d->storage_now = (vt__storage_now_fn)(uintptr_t)a;
     else if ((intptr_t)which == USE_COUNTER)
         d->use_count_now = (vt__use_count_fn)(uintptr_t)a;
-    else if ((intptr_t)which == POOL_BLOCK_AT)
-        d->pool_block_at = (int (*)(uint64_t))(uintptr_t)a;
     else
         d->drain = (vt__drain_fn)(uintptr_t)a;
     return 0;
@@ -698,10 +696,6 @@ static PyGetSetDef dispatcher_getset[] = {
     {"storage_reader", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's trackobs_storage_now, 0: none (Python's data_ptr())",
      (void *)(intptr_t)STORAGE_READER},
-    {"pool_block_at", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
-     "address of libvramtrace's vt_pool_block_at, 0: none (every device storage is "
-     "taken for a block of the allocator)",
-     (void *)(intptr_t)POOL_BLOCK_AT},
     {"use_counter", (getter)dispatcher_get_observer_fn, (setter)dispatcher_set_observer_fn,
      "address of the op observer's trackobs_storage_use_count, 0: none "
      "(torch._C._storage_Use_Count)",

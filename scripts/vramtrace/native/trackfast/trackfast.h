@@ -46,6 +46,7 @@ typedef int (*again_fn)(uint64_t id, const void *data_ptr, size_t nbytes,
                         uint64_t rest);
 typedef int (*window_fn)(uint64_t *recorded, uint64_t *capacity);
 typedef int (*paused_fn)(uint64_t ns);
+typedef int (*pool_block_at_fn)(uint64_t addr);
 
 enum { MAX_RAW_FRAMES = 192,      /* frames looked at per stack (as _stacks.py) */
        MAX_CACHED = 1 << 16 };    /* distinct raw stacks before the cache starts over */
@@ -104,6 +105,8 @@ typedef struct {
                               * declare a tensor again (records.c) */
     window_fn window;        /* vt_trace_window, or NULL (read through ctypes) */
     paused_fn paused;        /* vt_paused, or NULL (recorded through ctypes) */
+    pool_block_at_fn pool_block_at;  /* vt_pool_block_at, or NULL: every device storage
+                                      * is taken for a block of the allocator */
     uint64_t object_walks;   /* stacks keyed by walking frame objects instead */
     PyObject *codes;         /* id -> code object of every code in a cached key */
     StackEntry **table;      /* open addressing, capacity 2 * MAX_CACHED */
@@ -146,8 +149,6 @@ typedef struct {
                                       * use_count (torch._C._storage_Use_Count) */
     vt__drain_fn drain;      /* the op observer's, while it hands ops over: what it
                               * holds back, recorded before a flush; NULL: none */
-    int (*pool_block_at)(uint64_t addr); /* libvramtrace's vt_pool_block_at, when it
-                              * observes the framework's allocator; NULL: none */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
     double tick_s;           /* Tracker._tick every tick_s seconds of the owner
                               * thread's ops, while the program has made no
