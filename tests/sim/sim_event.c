@@ -193,10 +193,9 @@ static CUresult event_state(CUevent h, bool query, sim_event **ev, bool *done)
         SIM_COUNT(dev, event_syncs);
     pthread_mutex_lock(&dev->lock);
     bool captured = (*ev)->captured_id != 0;
-    *done = !(*ev)->recorded || (*ev)->rec_stream->completed >= (*ev)->rec_seq;
+    *done = (*ev)->ipc ? sim_ipc_event_reached(*ev, sim_ipc_event_last(*ev))
+                       : !(*ev)->recorded || (*ev)->rec_stream->completed >= (*ev)->rec_seq;
     pthread_mutex_unlock(&dev->lock);
-    if ((*ev)->ipc)
-        *done = sim_ipc_event_reached(*ev, sim_ipc_event_last(*ev));
     if (captured)
         return CUDA_ERROR_CAPTURED_EVENT;
     return sim_capture_unsafe_call();
