@@ -295,7 +295,7 @@ def test_a_base_only_its_views_keep_is_dropped_at_the_next_mark(real_lib, observ
         row = named["base"][0]
         ids = [tr.tensor_id(t) for t in (out, named["base"], kept[0], kept[1], row)]
         vtt.mark("end")
-        owners = {r.tid for s in tr._storages.values() for r in s.tids if not r.base}
+        owners = _owners(tr)
         views = {r.tid for s in tr._storages.values() for r in s.tids if r.base}
         first_bases = {r.base for s in tr._storages.values() for r in s.tids
                        if r.tid in (ids[2], ids[3])}
@@ -304,6 +304,30 @@ def test_a_base_only_its_views_keep_is_dropped_at_the_next_mark(real_lib, observ
     assert not first_bases & owners, (first_bases, owners)   # the dropped ones: gone
     assert {ids[2], ids[3], ids[4]} <= views
     del row
+
+
+def _rows_of_batches(tr, batches: int) -> tuple:
+    """A loop keeping a row (a view) of each batch's output, a mark each
+    batch, none of which can pay a heap pass: the rows kept, and the last
+    batch's output (a caller that keeps it names it, as the loop's local
+    did)."""
+    kept = []
+    for i in range(batches):
+        tr._credit, tr._pass_cost = 0.0, 1.0    # no heap pass fits the credit
+        vtt.mark(f"batch {i}")
+        out = torch.randn(16, 64) * 1
+        kept.append(out[:, 0])
+    return kept, out
+
+
+def _bases_of(tr, rows: set) -> set:
+    """The bases the books record for the tensors ``rows``."""
+    return {r.base for s in tr._storages.values() for r in s.tids if r.tid in rows}
+
+
+def _owners(tr) -> set:
+    """The tensors the books hold as their storages' owners (no view)."""
+    return {r.tid for s in tr._storages.values() for r in s.tids if not r.base}
 
 
 @pytest.mark.parametrize("walk_left", [False, True], ids=["a-pass-only", "a-walk-left"])
@@ -316,21 +340,14 @@ def test_bases_only_views_keep_leave_the_credit_a_walk_needs(real_lib, observer,
     marks under run --track)."""
     from vramtrace.torch import _storages
     monkeypatch.setattr(_storages, "_BASES_PASS_S", 1e9)
-    kept = []
     with vtt.track(walk_fraction=0.25) as tr:
-        for i in range(3):
-            tr._credit, tr._pass_cost = 0.0, 1.0    # no heap pass fits the credit
-            vtt.mark(f"batch {i}")
-            out = torch.randn(16, 64) * 1
-            kept.append(out[:, 0])
-        out = None
-        rows = {tr.tensor_id(t) for t in kept}
-        waiting = {r.base for s in tr._storages.values() for r in s.tids if r.tid in rows}
+        kept = _rows_of_batches(tr, 3)[0]
+        waiting = _bases_of(tr, {tr.tensor_id(t) for t in kept})
         assert waiting, "no base waits for its pass"
         postponed = tr.base_drops_postponed
         tr._credit = tr._pass_cost + tr._least_walk_cost() if walk_left else 1.5 * tr._pass_cost
         tr._sweep()
-        owners = {r.tid for s in tr._storages.values() for r in s.tids if not r.base}
+        owners = _owners(tr)
         if walk_left:
             assert not waiting & owners and tr.base_drops_postponed == postponed
         else:
@@ -349,20 +366,15 @@ def test_bases_only_views_keep_wait_for_a_mark_whose_credit_pays_the_heap_pass(
     second after the last pass, which this loop never reaches)."""
     from vramtrace.torch import _storages
     monkeypatch.setattr(_storages, "_BASES_PASS_S", 1e9)
-    kept = []
     with vtt.track(walk_fraction=0.25) as tr:
-        for i in range(4):
-            tr._credit, tr._pass_cost = 0.0, 1.0    # no heap pass fits the credit
-            vtt.mark(f"batch {i}")
-            out = torch.randn(16, 64) * 1
-            kept.append(out[:, 0])
+        kept, out = _rows_of_batches(tr, 4)
         rows = {tr.tensor_id(t) for t in kept[:3]}
 
         def bases() -> set:
-            return {r.base for s in tr._storages.values() for r in s.tids if r.tid in rows}
+            return _bases_of(tr, rows)
 
         def owners() -> set:
-            return {r.tid for s in tr._storages.values() for r in s.tids if not r.base}
+            return _owners(tr)
         waiting = bases()
         assert len(waiting) == 3 and waiting <= owners(), (waiting, owners())
         # batches 2 and 3 found bases to look for (at batch 1's mark the
