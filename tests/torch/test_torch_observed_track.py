@@ -6,8 +6,9 @@ a thread's, a kept exception's traceback, a loaded checkpoint, a gradient by
 its parameter, a row pinning its batch's output; past a ring the run
 overran and for tensors made before the window (declared again); a
 program importing vramtrace.torch before torch, the threads it starts, its
-DataLoader workers' snapshots beside its own; and without the C extension,
-said once. Each case runs its programs (train_leak.py and others) in their
+DataLoader workers' snapshots beside its own; a validation pass after
+marked training (its marks gone quiet, ticked again); and without the C
+extension, said once. Each case runs its programs (train_leak.py and others) in their
 own processes on the simulated device; this driver never imports torch.
 Plain `run`'s findings: test_torch_observed_leaks.py; what stays as without
 vramtrace: test_torch_observed_recording.py.
@@ -597,3 +598,44 @@ def test_run_track_judges_cuda_tensors_another_process_sent_and_names_their_hold
                          r"is not None: \(actor_learner\.py:\d+\)'\n +held by: module "
                          r"__main__\.kept → list\[\*\]", text), text[:3000]
         assert re.search(r"storage 0x[0-9a-f]+ on cuda:0, 1 MiB, external", text), text[:3000]
+
+
+def test_run_track_walks_a_quiet_validation_after_marked_training(tmp_path):
+    """quiet_validation.py: marked training steps, then a validation pass
+    with no mark that keeps every batch's graph in a summed loss. Once the
+    program had marked, the tracker never ticked again: nothing walked the
+    pass, and `check --rules tape` found its activations with "no holder
+    found". Now a program whose marks have gone quiet (no mark for four of
+    its usual steps, a second at least) is ticked again: the holder is
+    named, the fixed twin stays clean, and the program prints what it
+    prints untraced."""
+    prog = os.path.join(HERE, "quiet_validation.py")
+    line = next(i for i, text in enumerate(open(prog), 1) if "# VAL_LINE" in text)
+    rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, "leak"])
+    plain_vals = [ln for ln in plain.splitlines() if ln.startswith("val ")]
+    assert rc == 0 and len(plain_vals) == 2, plain[-3000:]
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0, out[-3000:]
+        rc, text = run([CLI, "check", snap, "--rules", "tape"])
+        if kind == "fixed":
+            assert rc == 0, text[:3000]
+            continue
+        assert [ln for ln in out.splitlines() if ln.startswith("val ")] == plain_vals
+        assert rc == 1, text[:3000]
+        assert re.search(r"held by: frame local 'val_loss' in validate quiet_validation\.py:"
+                         rf"{line} → tensor 'val_loss \+= criterion\(model\(x\), y\) .*"
+                         rf"\(quiet_validation\.py:{line}\)'\.grad_fn", text), text[:4000]
+        # each finding's own chain: from the frame's local, or from a tensor
+        # of the graph the local keeps where a walk cut short reached that
+        # far; the walks' credit and their bound of starts leave some of
+        # the last batches' to a walk the pass ended before
+        rc, text = run([CLI, "check", snap, "--rules", "tape", "--json"])
+        findings = json.loads(text)["findings"]
+        with_path = [f for f in findings if f["paths"]]
+        from_local = [f for f in with_path
+                      if f["paths"][0]["text"].startswith("frame local 'val_loss' in validate")]
+        assert len(findings) >= 40 and len(with_path) >= len(findings) * 3 // 4 and \
+            len(from_local) >= len(findings) // 4, [f["paths"][:1] for f in findings]

@@ -17,7 +17,16 @@ from ._walks import tick_clock
 # next one, well within the 1 s `check`'s time rule waits at least before a
 # finding.
 _TICK_S = 0.5
-_NO_TICK = float("inf")   # Tracker._next_tick once no tick is to come
+_NO_TICK = float("inf")   # Tracker._next_tick once the program marks
+# A program that marks and then goes quiet (an evaluation after each epoch of
+# training: no optimizer step marks it) is ticked again once it has made no
+# mark for _QUIET_STEPS of its usual steps (the median of its last
+# _QUIET_GAPS gaps between marks), _QUIET_MIN_S at least: without walks
+# there, what the quiet stretch keeps (a validation loss summed with its
+# graph, every batch's activations) was found with no holder named.
+_QUIET_STEPS = 4
+_QUIET_MIN_S = 1.0
+_QUIET_GAPS = 16
 # When a tick's holder walk stops, whatever credit it has: this many seconds
 # after the tick began (its sweep included), of CPU or of the wall clock,
 # whichever runs out first (_walks.tick_clock). A program without marks is
@@ -80,6 +89,7 @@ class _Marks:
             threshold = self.epoch
             if kind == "mark":
                 self._next_tick = _NO_TICK
+                self._marked_at.append(began_wall)
             # The state of the models used since the last mark or tick
             # follows them at each, and at a snapshot for the window since
             # (under autocast a weight is read once, by the cast its cache
@@ -156,11 +166,24 @@ class _Marks:
         models it uses (buffers it never reads) is used with them, and the
         storages gone stale are walked for their holders, from the walks'
         credit as at a mark. No MARK is recorded: `check` judges such a
-        program by time. Returns whether to go on (not once it marks)."""
-        if self._next_tick == _NO_TICK:
-            return False
+        program by time. A program that marks is ticked only while its
+        marks have gone quiet (_gone_quiet), and judged by its marks still.
+        Returns whether to go on (always: a program may go quiet later)."""
+        if self._next_tick == _NO_TICK and not self._gone_quiet():
+            return True
         self._on_mark("tick", "")
         return True
+
+    def _gone_quiet(self) -> bool:
+        """Whether a program that marks has made no mark for _QUIET_STEPS
+        of its usual steps (the median gap between its recent marks),
+        _QUIET_MIN_S at least."""
+        marked = self._marked_at
+        if not marked:
+            return False
+        gaps = sorted(b - a for a, b in zip(marked, list(marked)[1:]))
+        usual = gaps[len(gaps) // 2] if gaps else 0.0
+        return time.perf_counter() - marked[-1] >= max(_QUIET_MIN_S, _QUIET_STEPS * usual)
 
     def _grads_follow_parameters(self, epoch: int, timed: bool = False) -> None:
         """A parameter's ``.grad`` is the parameter's state, not a tensor of

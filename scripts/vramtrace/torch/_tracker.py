@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import gc
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 import vramtrace as _vt
 from .._lib import get_library
@@ -19,7 +20,7 @@ from .. import _gc_hold, _trackobs
 from ._cycles import _Cycles
 from . import _fast_path
 from ._fast_path import _make_fast_path, _ring_calls
-from ._marks import _NO_TICK, _TICK_S, _Marks
+from ._marks import _NO_TICK, _QUIET_GAPS, _TICK_S, _Marks
 from ._naming import _Naming
 from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
 from ._walks import _FIRST_PASS_S
@@ -197,12 +198,14 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._gc_dead: List[Tuple[int, int]] = books.gc_dead   # (tid, id(obj)) died in our collection
         # A program that makes no mark (an evaluation, inference: no
         # optimizer step marks it) gets a mark's work without a mark every
-        # tick_s seconds of its ops (_Marks._tick), until it marks. (The C
+        # tick_s seconds of its ops (_Marks._tick), until it marks, and
+        # again while its marks have gone quiet (_Marks._gone_quiet). (The C
         # path keeps its own copy, _fast.tick_s, set below, and its clock.)
         self.tick_s: Optional[float] = _TICK_S
-        # Infinity once the program has marked (or with tick_s None): the
-        # next tick the C path asks for is refused (_Marks._tick) and ends them.
+        # Infinity once the program has marked (or with tick_s None).
         self._next_tick = 0.0 if self.tick_s else _NO_TICK
+        # perf_counter() of the program's last marks: _Marks._gone_quiet
+        self._marked_at: Deque[float] = collections.deque(maxlen=_QUIET_GAPS + 1)
         # id(parameter) -> (weakref, its name in a model): _param_name
         self._param_names: Dict[int, Tuple[Any, str]] = {}
         self.model_lookups = 0       # passes over the collector's objects for them

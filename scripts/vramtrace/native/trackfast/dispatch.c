@@ -124,8 +124,9 @@ static int moved(PyObject *rec, const vt__tensor_facts *f)
 }
 
 /* Tracker._tick, when a tick is due (dispatcher.tick_s): a mark's work in
- * a program that has made no mark. The first op starts the clock; False
- * from the tracker (the program marks now) stops the ticks. The next tick
+ * a program that has made no mark, or whose marks have gone quiet (the
+ * tracker says which). The first op starts the clock; False from the
+ * tracker stops the ticks. The next tick
  * is due tick_s after this one's work ended: counted from its start, a
  * tick whose work took tick_s (a loaded machine) was followed by another
  * at the program's next op, and the two paused the program for longer
