@@ -174,7 +174,12 @@ def holder_name(obj: Any) -> str:
     if isinstance(obj, types.MethodType):
         return f"method {getattr(obj.__func__, '__name__', '?')}"
     if isinstance(obj, types.ModuleType):
-        return f"module {obj.__name__}"
+        # A child multiprocessing spawned (torch.multiprocessing, DataLoader
+        # workers under spawn) runs the program's script as __mp_main__, the
+        # module it also puts in sys.modules as __main__: named as the
+        # parent's chains name it, the user's __main__.
+        name = obj.__name__
+        return f"module {'__main__' if name == '__mp_main__' else name}"
     if isinstance(obj, type):
         return f"class {obj.__name__}"
     if _LRU_WRAPPER is not None and type(obj) is _LRU_WRAPPER:

@@ -551,7 +551,9 @@ def test_run_track_names_the_holder_in_each_hogwild_trainer(tmp_path):
             rc, text = run([CLI, "check", str(snap)])
             verdicts.append(rc)
             if rc == 1:
-                assert re.search(r"held by: module __mp_main__\.history → list\[\*\] → tensor "
+                # the script, __mp_main__ in the child, named as the
+                # program's __main__
+                assert re.search(r"held by: module __main__\.history → list\[\*\] → tensor "
                                  rf"'h = F\.relu\(self\.fc1\(x\)\) \(hogwild\.py:{line}\)'",
                                  text), text[:3000]
             else:
