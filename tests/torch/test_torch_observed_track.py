@@ -29,6 +29,32 @@ from observed_helpers import CLI, HERE, LOGITS_LINE, SCRIPT, SIMRUN, snapshot_js
 from procs import pytorch_ipc_exit_crash, run
 
 
+def _traced_twins(tmp_path, prog_name: str, marker: str, said: str, times: int,
+                  *check_args: str) -> Tuple[int, Dict[str, Tuple[str, str, int, str]]]:
+    """A leak-and-fixed scenario of this folder, ``prog_name leak`` run
+    untraced (it prints ``times`` lines starting with ``said``), then each
+    twin under `run --track` (exit 0; the leak prints what it printed
+    untraced) and its snapshot checked with ``check_args``: the line of
+    the program that holds ``marker``, and {kind: (snapshot, run's output,
+    check's exit status, check's output)}."""
+    prog = os.path.join(HERE, prog_name)
+    line = next(i for i, text in enumerate(open(prog), 1) if marker in text)
+    rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, "leak"])
+    plain_said = [ln for ln in plain.splitlines() if ln.startswith(said)]
+    assert rc == 0 and len(plain_said) == times, plain[-3000:]
+    got = {}
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
+                       sys.executable, prog, kind])
+        assert rc == 0, out[-3000:]
+        if kind == "leak":
+            assert [ln for ln in out.splitlines() if ln.startswith(said)] == plain_said
+        rc, text = run([CLI, "check", snap, *check_args])
+        got[kind] = (snap, out, rc, text)
+    return line, got
+
+
 def test_run_track_longer_than_the_ring_still_names_the_holder(tmp_path):
     """train_leak.py leak under `run --track` with a ring (2048 events) that
     the run overflows three times: the list `history` was declared as a
@@ -241,21 +267,12 @@ def test_run_track_names_the_list_that_keeps_thousands_of_graph_tensors(tmp_path
     bound of holders: the chain must still reach the list (it stopped at
     the loss tensor while the bound counted the starts), within the
     snapshot's budget, and the program prints what it prints untraced."""
-    prog = os.path.join(HERE, "kept_eval_graphs.py")
-    line = next(i for i, text in enumerate(open(prog), 1) if "# EVAL_LINE" in text)
-    rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, "leak"])
-    plain_evals = [ln for ln in plain.splitlines() if ln.startswith("eval ")]
-    assert rc == 0 and len(plain_evals) == 10, plain[-3000:]
-    for kind in ("leak", "fixed"):
-        snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
-                       sys.executable, prog, kind])
-        assert rc == 0 and "holder walk at the snapshot" not in out, out[-3000:]
-        rc, text = run([CLI, "check", snap])
+    line, got = _traced_twins(tmp_path, "kept_eval_graphs.py", "# EVAL_LINE", "eval ", 10)
+    for kind, (snap, out, rc, text) in got.items():
+        assert "holder walk at the snapshot" not in out, out[-3000:]
         if kind == "fixed":
             assert rc == 0, text
             continue
-        assert [ln for ln in out.splitlines() if ln.startswith("eval ")] == plain_evals
         assert rc == 1, text
         tensors = int(re.search(r"(\d+) tensors,", text).group(1))
         assert tensors > 4096, text[:2000]     # more than the default max_nodes
@@ -611,21 +628,12 @@ def test_run_track_walks_a_quiet_validation_after_marked_training(tmp_path):
     its usual steps, a second at least) is ticked again: the holder is
     named, the fixed twin stays clean, and the program prints what it
     prints untraced."""
-    prog = os.path.join(HERE, "quiet_validation.py")
-    line = next(i for i, text in enumerate(open(prog), 1) if "# VAL_LINE" in text)
-    rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, "leak"])
-    plain_vals = [ln for ln in plain.splitlines() if ln.startswith("val ")]
-    assert rc == 0 and len(plain_vals) == 2, plain[-3000:]
-    for kind in ("leak", "fixed"):
-        snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "-o", snap, "--",
-                       sys.executable, prog, kind])
-        assert rc == 0, out[-3000:]
-        rc, text = run([CLI, "check", snap, "--rules", "tape"])
+    line, got = _traced_twins(tmp_path, "quiet_validation.py", "# VAL_LINE", "val ", 2,
+                              "--rules", "tape")
+    for kind, (snap, out, rc, text) in got.items():
         if kind == "fixed":
             assert rc == 0, text[:3000]
             continue
-        assert [ln for ln in out.splitlines() if ln.startswith("val ")] == plain_vals
         assert rc == 1, text[:3000]
         assert re.search(r"held by: frame local 'val_loss' in validate quiet_validation\.py:"
                          rf"{line} → tensor 'val_loss \+= criterion\(model\(x\), y\) .*"
