@@ -638,17 +638,16 @@ def test_run_track_walks_a_quiet_validation_after_marked_training(tmp_path):
         assert re.search(r"held by: frame local 'val_loss' in validate quiet_validation\.py:"
                          rf"{line} → tensor 'val_loss \+= criterion\(model\(x\), y\) .*"
                          rf"\(quiet_validation\.py:{line}\)'\.grad_fn", text), text[:4000]
-        # each finding's own chain: from the frame's local, or from a tensor
-        # of the graph the local keeps where a walk cut short reached that
-        # far; the walks' credit and their bound of starts leave some of
-        # the last batches' to a walk the pass ended before
+        # each finding's own chain, from the frame's local: a walk at a
+        # tick starts from 32 stale tensors at most, and the walks' credit
+        # is the program's CPU time (less under load), so the pass ends
+        # before some are walked (on a quiet machine 30 of 58 findings had
+        # a chain; without the quiet stretch's ticks, none)
         rc, text = run([CLI, "check", snap, "--rules", "tape", "--json"])
         findings = json.loads(text)["findings"]
-        with_path = [f for f in findings if f["paths"]]
-        from_local = [f for f in with_path
-                      if f["paths"][0]["text"].startswith("frame local 'val_loss' in validate")]
-        # (58 findings, 58 with a chain, 30 of them from the local, on a
-        # quiet machine; without the quiet stretch's ticks, none had one;
-        # the walks' credit is the program's CPU time: less under load)
-        assert len(findings) >= 40 and len(with_path) >= len(findings) // 2 and \
-            from_local, [f["paths"][:1] for f in findings]
+        # (a path of the tensor and its storage alone names no holder)
+        chained = [f for f in findings if any(len(p["steps"]) > 2 for p in f["paths"])]
+        assert len(findings) >= 40 and len(chained) >= len(findings) // 4, \
+            [f["paths"][:1] for f in findings]
+        assert all(f["paths"][0]["text"].startswith("frame local 'val_loss' in validate")
+                   for f in chained), [f["paths"][:1] for f in chained]
