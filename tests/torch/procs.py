@@ -42,11 +42,11 @@ def pytorch_ipc_child_exit_crash(exitcode: int, wrote_exit_snapshot: bool) -> bo
     """Whether a child that sent CUDA tensors to its parent (a
     torch.multiprocessing producer, whose exit code the parent reports)
     died of the crash pytorch_ipc_exit_crash excuses: SIGSEGV after its exit
-    handlers ran (`vramtrace run` wrote its exit snapshot, the last thing
-    vramtrace does there). Seen once in a whole-suite run (the actor of
-    actor_learner.py), without the warning, which the parent's output does
-    not carry anyway."""
+    handlers ran (`vramtrace run` wrote its exit snapshot). Seen once in a
+    whole-suite run (the actor of actor_learner.py), without the warning
+    pytorch_ipc_exit_crash looks for (the child printed nothing)."""
     return exitcode == -signal.SIGSEGV and wrote_exit_snapshot
+
 
 def pytorch_exit_abort(rc: int, err: str) -> bool:
     """Whether a process died of PyTorch 2.14's own abort at exit after a CUDA

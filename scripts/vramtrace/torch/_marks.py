@@ -158,7 +158,7 @@ class _Marks:
         scale = int(self.tick_s * 1e9) if ticking else 1
         self.declared_again += self._fast.declare_again(max(1, room // 4), scale)
 
-    def _tick(self) -> bool:
+    def _tick(self) -> None:
         """A mark's work without a mark, for a program that has made none
         (an evaluation or inference loop: no optimizer step marks it), every
         ``tick_s`` seconds of its ops: a model's parameters moved by
@@ -167,12 +167,10 @@ class _Marks:
         storages gone stale are walked for their holders, from the walks'
         credit as at a mark. No MARK is recorded: `check` judges such a
         program by time. A program that marks is ticked only while its
-        marks have gone quiet (_gone_quiet), and judged by its marks still.
-        Returns whether to go on (always: a program may go quiet later)."""
-        if self._next_tick == _NO_TICK and not self._gone_quiet():
-            return True
-        self._on_mark("tick", "")
-        return True
+        marks have gone quiet (_gone_quiet), and judged by its marks still;
+        the C path asks every ``tick_s`` however it marks."""
+        if self._next_tick != _NO_TICK or self._gone_quiet():
+            self._on_mark("tick", "")
 
     def _gone_quiet(self) -> bool:
         """Whether a program that marks has made no mark for _QUIET_STEPS

@@ -125,9 +125,9 @@ static int moved(PyObject *rec, const vt__tensor_facts *f)
 
 /* Tracker._tick, when a tick is due (dispatcher.tick_s): a mark's work in
  * a program that has made no mark, or whose marks have gone quiet (the
- * tracker says which). The first op starts the clock; False from the
- * tracker stops the ticks. The next tick
- * is due tick_s after this one's work ended: counted from its start, a
+ * tracker says which, and does nothing otherwise). The first op starts the
+ * clock. The next tick is due tick_s after this one's work ended: counted
+ * from its start, a
  * tick whose work took tick_s (a loaded machine) was followed by another
  * at the program's next op, and the two paused the program for longer
  * than `check`'s time rule waits before a finding. */
@@ -141,11 +141,8 @@ static int tick(Dispatcher *d, double now)
     d->next_tick = now_s() + d->tick_s;
     if (r == NULL)
         return -1;
-    int go = PyObject_IsTrue(r);
     Py_DECREF(r);
-    if (go == 0)
-        d->tick_s = 0;
-    return go < 0 ? -1 : 0;
+    return 0;
 }
 
 /* -- the op ------------------------------------------------------------------- */

@@ -626,7 +626,7 @@ static PyObject *dispatcher_object_walks(Dispatcher *d, void *unused)
 
 static PyMemberDef dispatcher_members[] = {
     {"tick_s", T_DOUBLE, offsetof(Dispatcher, tick_s), 0,
-     "seconds between Tracker._tick calls while the program has made no mark, 0: none"},
+     "seconds between Tracker._tick calls, 0: none"},
     {"recording", T_INT, offsetof(Dispatcher, recording), 0,
      "ops are recorded (inside the block, not at a mark)"},
     {"marking", T_ULONG, offsetof(Dispatcher, marking), 0,

@@ -151,8 +151,9 @@ typedef struct {
                               * holds back, recorded before a flush; NULL: none */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
     double tick_s;           /* Tracker._tick every tick_s seconds of the owner
-                              * thread's ops, while the program has made no
-                              * mark (0: not) */
+                              * thread's ops (0: never; it ticks while the
+                              * program has made no mark or its marks have
+                              * gone quiet) */
     double next_tick;        /* now_s() of the next tick, 0: not started */
     char device_seen;        /* a storage on a device was tracked (new_storage): the
                               * marks then leave host storages to the snapshot's walk */
