@@ -1,0 +1,131 @@
+"""Where track()'s cost on the simulated CUDA device goes: bench_track.py's
+small loop (device rows) taken apart, one process per variant under simrun,
+the variants alternating over --rounds rounds:
+
+  untracked      the loop alone
+  observer       track() with its op observer handing every op to
+                 ``"".format`` (a C callable that ignores its arguments)
+                 instead of the recording: PyTorch's RecordFunction hook,
+                 the observer's own work (inputs kept, the GIL, tensors
+                 given Python objects, the autograd engine's ops held and
+                 handed over) and nothing recorded
+  no marks       track() as users run it, no mark
+  tracked        track() with a mark a step (bench_track's device rows)
+
+Each process gives the median of its steps' CPU time (all its threads; a
+step synchronized and timed alone); a row is the median process (min-max)
+and the median over rounds of its ratio to the same round's untracked
+process. The differences between rows are the parts: the observer's, the
+recording's and the mark's. (RecordFunction's own floor, a callback that
+does nothing, is bench_observer_floor.py's subject, on the CPU.) Prints one
+RESULT line; asserts nothing about speed.
+
+    python bench_track_parts.py [--steps N] [--rounds N] [--simrun PATH]
+        (needs torch and VRAMTRACE_LIB; simrun by --simrun or VRAMTRACE_SIMRUN)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
+VARIANTS = ("untracked", "observer", "no marks", "tracked")
+
+
+def child(variant: str, steps: int) -> None:
+    sys.path.insert(0, SCRIPTS)
+    sys.path.insert(0, HERE)
+    import torch
+    from bench_track import training_step
+    step = training_step("small", False, "cuda")
+    for i in range(5):   # warm-up, untimed
+        step(i)
+    torch.cuda.synchronize()
+    cpu: list = []
+
+    def timed(i: int, mark=None) -> None:
+        c0 = time.process_time()
+        if mark is not None:
+            mark(f"iteration {i}")
+        step(i)
+        torch.cuda.synchronize()
+        cpu.append(time.process_time() - c0)
+    if variant == "untracked":
+        for i in range(steps):
+            timed(i)
+        print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3}))
+        return
+    import vramtrace._trackobs as trackobs
+    import vramtrace.torch as vtt
+    if variant == "observer":
+        install = trackobs.Observer.install
+
+        def to_nothing(self, on_owner, on_other, *rest):
+            return install(self, "".format, "".format, *rest)
+        trackobs.Observer.install = to_nothing
+    with vtt.track() as tr:
+        observer = tr._observer is not None   # (none once the block ends)
+        for i in range(steps):
+            timed(i, vtt.mark if variant == "tracked" else None)
+    print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": observer}))
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], int(sys.argv[3]))
+        return
+
+    def opt(flag: str, default: str) -> str:
+        return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
+    steps, rounds = int(opt("--steps", "600")), int(opt("--rounds", "3"))
+    simrun = opt("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("bench_track_parts: SKIP (no torch in this Python)")
+        sys.exit(77)
+    if not simrun:
+        print("bench_track_parts: SKIP (no --simrun or VRAMTRACE_SIMRUN)")
+        sys.exit(77)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
+    env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
+    got: dict = {v: [] for v in VARIANTS}
+    for _ in range(rounds):
+        for v in VARIANTS:
+            r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--child",
+                                v, str(steps)], env=env, capture_output=True, text=True,
+                               timeout=900)
+            if r.returncode != 0:
+                sys.exit(f"bench_track_parts: {v} failed:\n{r.stderr[-2000:]}")
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            if v != "untracked" and not res["observer"]:
+                sys.exit(f"bench_track_parts: {v} did not use the op observer")
+            got[v].append(res["cpu_ms"])
+    print(f"simulated CUDA device, bench_track's small loop, {steps} steps per process, "
+          f"{rounds} rounds: CPU ms a step (the median process, min-max), the median "
+          f"over rounds of the ratio to untracked, and what the row adds to the one above")
+    print(f"{'variant':<12}{'ms/step':>20}{'ratio':>8}{'adds ms':>9}")
+    med = {v: statistics.median(got[v]) for v in VARIANTS}
+    ratio = {v: statistics.median(a / b for a, b in zip(got[v], got["untracked"]))
+             for v in VARIANTS}
+    for i, v in enumerate(VARIANTS):
+        ms = sorted(got[v])
+        adds = f"{med[v] - med[VARIANTS[i - 1]]:+.3f}" if i else ""
+        print(f"{v:<12}{f'{med[v]:.3f} ({ms[0]:.3f}-{ms[-1]:.3f})':>20}{ratio[v]:>7.2f}x"
+              f"{adds:>9}")
+    print(f"RESULT untracked_ms={med['untracked']:.3f} observer_x={ratio['observer']:.2f} "
+          f"no_marks_x={ratio['no marks']:.2f} tracked_x={ratio['tracked']:.2f} "
+          f"observer_ms={med['observer'] - med['untracked']:.3f} "
+          f"recording_ms={med['no marks'] - med['observer']:.3f} "
+          f"marks_ms={med['tracked'] - med['no marks']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
