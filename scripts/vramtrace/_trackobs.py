@@ -69,7 +69,7 @@ class Observer:
 
     def __init__(self, lib: Any) -> None:
         self._lib = lib
-        lib.trackobs_install.argtypes = [ctypes.py_object] * 4 + [ctypes.c_void_p] * 5
+        lib.trackobs_install.argtypes = [ctypes.py_object] * 4 + [ctypes.c_void_p] * 7
         lib.trackobs_install.restype = ctypes.c_int
         lib.trackobs_uninstall.argtypes = []
         lib.trackobs_uninstall.restype = None
@@ -82,7 +82,8 @@ class Observer:
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda seq: 0, lend: int = 0, gc_api: int = 0,
-                lent_reader: int = 0, lent_table: int = 0, marking: int = 0) -> None:
+                lent_reader: int = 0, lent_table: int = 0, marking: int = 0,
+                engine_uses: int = 0, dispatcher: int = 0) -> None:
         """Hand each op of this thread to on_owner(func, args, out, facts,
         seq) (Dispatcher.observed), and each of its backward's engine
         threads to on_other(func, args, out, facts, stack[, storage_uses])
@@ -98,10 +99,15 @@ class Observer:
         table (Dispatcher.lent_reader, .lent_table; tensor_facts.h), before
         engine_frames is asked (0: ask it always). ``marking``: the address
         of the thread ident doing a mark's work now (Dispatcher.marking_address;
-        another thread's op waits for it; 0: none waits)."""
+        another thread's op waits for it; 0: none waits). ``engine_uses``: the
+        address of _trackfast's engine_uses (Dispatcher.engine_uses_address),
+        called with ``dispatcher`` (its id) for a backward op whose outputs
+        died before the hand-over, instead of on_other (0: on_other always)."""
         if self._lib.trackobs_install(on_owner, on_other, op_for, engine_frames,
                                     lend or None, gc_api or None, lent_reader or None,
-                                    lent_table or None, marking or None) != 0:
+                                    lent_table or None, marking or None,
+                                    (engine_uses or None) if dispatcher else None,
+                                    dispatcher or None) != 0:
             raise RuntimeError("vramtrace's op observer is installed already")
 
     def join(self) -> bool:

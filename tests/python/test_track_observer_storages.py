@@ -97,7 +97,9 @@ def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
     thread's ops over: the use is recorded on the storage, on the result's
     own record, at each backward (before, the result's last use read as its
     forward's, however many backward passes read it since: a graph kept
-    across batches looked unused)."""
+    across batches looked unused). Such an op, its output dead too, is
+    recorded by _trackfast's engine_uses without its tensors given Python
+    objects (uses_only_ops)."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device (the simulator is not loaded): backward runs on "
                     "an engine thread only on a device")
@@ -112,6 +114,7 @@ def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
         for k in range(3):
             loss.backward(retain_graph=True)
             vtt.mark(f"backward {k} {id(y):x}")
+        assert tr._fast.uses_only_ops >= 3, "the backward ops went through Python whole"
     assert tr.errors == 0
     snap = str(tmp_path / "saved.vtsnap")
     vramtrace.snapshot(snap)

@@ -413,17 +413,10 @@ out:
     return rc;
 }
 
-/* Record an op that ran: a failure to record never fails the op
- * (Tracker._recording_failed counts and warns once). What recording
- * allocates is kept out of the collector's count (gc_schedule.c). */
-static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs,
-                      PyObject *out, const Observed *obs)
+/* The recording of ``func`` failed (the error set): reported to
+ * Tracker._recording_failed, which counts and warns once; never the op's. */
+static void recording_failed(Dispatcher *d, PyObject *func)
 {
-    long held = gc_hold();
-    if (on_op(d, func, args, kwargs, out, obs) == 0) {
-        gc_release(held);
-        return;
-    }
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
     PyErr_NormalizeException(&exc_type, &exc, &tb);
@@ -435,6 +428,16 @@ static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *k
     Py_XDECREF(exc_type);
     Py_XDECREF(exc);
     Py_XDECREF(tb);
+}
+
+/* Record an op that ran: a failure to record never fails the op. What
+ * recording allocates is kept out of the collector's count (gc_schedule.c). */
+static void record_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs,
+                      PyObject *out, const Observed *obs)
+{
+    long held = gc_hold();
+    if (on_op(d, func, args, kwargs, out, obs) != 0)
+        recording_failed(d, func);
     gc_release(held);
 }
 
@@ -588,4 +591,73 @@ PyObject *engine_op(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
     obs.stack = capture(d);
     record_op(d, argv[0], argv[1], argv[2] != Py_None ? argv[2] : NULL, argv[3], &obs);
     Py_RETURN_NONE;
+}
+
+/* The op observer's vt__engine_uses (tensor_facts.h): a backward op whose
+ * outputs all died before the hand-over (most of a backward's ops: the
+ * gradients flowing through it), recorded without its tensors given to
+ * Python and without observed_engine()'s op machinery: a use, under
+ * ``stack``, of each input still alive (``objs``: their Python objects,
+ * borrowed; each must be a tensor the books know, else 1 and nothing is
+ * recorded: the observer hands the op over whole, and the input is tracked
+ * as a first sight there), and of the storages ``pairs`` names, as
+ * use_storages() reads them. Called with the GIL held; 0 once recorded (or
+ * nothing to record: not recording), -1 on a failure, reported as a
+ * recording's is. */
+int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t stack,
+                const uint64_t *pairs, size_t npairs)
+{
+    Dispatcher *d = self;
+    if (d->tracker == NULL || !d->recording)
+        return 0;
+    enum { MAX_USES = 64 };
+    if (n > MAX_USES)
+        return 1;
+    long held = gc_hold();
+    double began = now_s();
+    PyObject *recs[MAX_USES];
+    size_t nrecs = 0;
+    int rc = -1;
+    PyObject *by_obj = NULL, *storages = NULL;
+    if (settle(d, 0) < 0 || flush(d) < 0)
+        goto out;
+    by_obj = book(d, BOOK_BY_OBJ);
+    storages = book(d, BOOK_STORAGES);
+    for (; nrecs < n; nrecs++) {
+        PyObject *rec = record_of(by_obj, (PyObject *)objs[nrecs]);
+        if (rec == NULL) {
+            rc = PyErr_Occurred() ? -1 : 1;
+            goto out;
+        }
+        recs[nrecs] = rec;
+        if (!is_tensor_rec(rec)) {
+            nrecs++;
+            PyErr_SetString(PyExc_RuntimeError, "a tensor's books hold no tensor record");
+            goto out;
+        }
+    }
+    d->ops++;
+    d->uses_only++;
+    uint32_t st = d->stacks_enabled ? stack : 0;
+    long long epoch = d->epoch;
+    for (size_t i = 0; i < nrecs; i++) {
+        if (TREC(recs[i])->tid != 0)
+            d->use(TREC(recs[i])->tid, st);
+        if (touch_storage(storages, recs[i], epoch) < 0)
+            goto out;
+    }
+    Observed obs = {0};
+    obs.storage_uses = pairs;
+    obs.nstorage_uses = (Py_ssize_t)npairs;
+    rc = npairs > 0 ? use_storages(d, storages, &obs, st, epoch) : 0;
+out:
+    for (size_t i = 0; i < nrecs; i++)
+        Py_DECREF(recs[i]);
+    Py_XDECREF(by_obj);
+    Py_XDECREF(storages);
+    add_busy(d, began);
+    if (rc < 0)
+        recording_failed(d, func);
+    gc_release(held);
+    return rc;
 }

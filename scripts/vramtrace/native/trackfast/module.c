@@ -604,6 +604,11 @@ static PyMethodDef dispatcher_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *dispatcher_uses_only(Dispatcher *d, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(d->uses_only);
+}
+
 static PyObject *dispatcher_ops(Dispatcher *d, void *unused)
 {
     return PyLong_FromUnsignedLongLong(d->ops);
@@ -665,6 +670,15 @@ static PyObject *dispatcher_marking_address(Dispatcher *d, void *unused)
     return PyLong_FromVoidPtr(&d->marking);
 }
 
+/* Dispatcher.engine_uses_address: the address of engine_uses
+ * (vt__engine_uses_fn, tensor_facts.h), which the op observer calls with
+ * this Dispatcher (id(dispatcher)) for a backward op whose outputs died. */
+static PyObject *dispatcher_engine_uses_address(Dispatcher *d, void *unused)
+{
+    vt__engine_uses_fn fn = engine_uses;
+    return PyLong_FromVoidPtr((void *)(uintptr_t)fn);
+}
+
 /* Dispatcher.by_obj, .storages, ...: the books' containers (book_kinds). */
 static PyObject *dispatcher_book(Dispatcher *d, void *index)
 {
@@ -687,6 +701,8 @@ static PyGetSetDef dispatcher_getset[] = {
     {"object_walks", (getter)dispatcher_object_walks, NULL,
      "stacks keyed by walking frame objects (where vt_python_frames cannot read them)", NULL},
     {"ops", (getter)dispatcher_ops, NULL, "ops recorded by the C path", NULL},
+    {"uses_only_ops", (getter)dispatcher_uses_only, NULL,
+     "of them, backward ops whose outputs had died, recorded by engine_uses", NULL},
     {"busy", (getter)dispatcher_busy, NULL, "seconds the C path spent recording", NULL},
     {"tracked_from_facts", (getter)dispatcher_from_facts, NULL,
      "tensors tracked from the op observer's facts, without asking Python", NULL},
@@ -708,6 +724,8 @@ static PyGetSetDef dispatcher_getset[] = {
     {"lent_table", (getter)dispatcher_lent_table, NULL, "address of its lent table", NULL},
     {"marking_address", (getter)dispatcher_marking_address, NULL,
      "address of marking (the thread doing a mark's work), for the op observer", NULL},
+    {"engine_uses_address", (getter)dispatcher_engine_uses_address, NULL,
+     "address of engine_uses (vt__engine_uses_fn), for the op observer", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -138,6 +138,7 @@ typedef struct {
     int lend;                /* the op observer reads the frames to lend (lent) */
     LentSlot *lent;          /* LENT_SLOTS of them */
     uint64_t ops;            /* ops recorded (Tracker.ops) */
+    uint64_t uses_only;      /* of them, backward ops recorded by engine_uses */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
     long long sole;          /* its count for a storage only a dying tensor holds, -1: unknown */
     long long sole_bare;     /* the same for a storage no Python object was made for */
@@ -300,6 +301,8 @@ PyObject *dispatch(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs, PyObj
 PyObject *observed(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 PyObject *engine_op(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
 PyObject *observed_engine(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs);
+int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t stack,
+                const uint64_t *pairs, size_t npairs);   /* a vt__engine_uses_fn */
 
 /* A new reference to the books' container ``which`` (BOOK_*). */
 static inline PyObject *book(Dispatcher *d, int which)

@@ -46,6 +46,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/node.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -101,6 +102,9 @@ std::atomic<const void *> lent_table{nullptr};
 // _trackfast's Dispatcher.marking: the thread doing a mark's work now (the
 // tracker records nothing then), read without the GIL
 std::atomic<const unsigned long *> marking{nullptr};
+// _trackfast's engine_uses and its Dispatcher (set under the GIL, called under it)
+vt__engine_uses_fn engine_uses = nullptr;
+void *engine_uses_self = nullptr;
 void (*lend)(uint32_t) = nullptr;    // vt_thread_python_stack, or nullptr
 const vt__gc_hold_api *gc = nullptr;  // _trackfast's hold on the collector's count, or nullptr
 
@@ -193,26 +197,37 @@ using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorIm
 
 using WeakStorage = c10::weak_intrusive_ptr<c10::StorageImpl>;
 
-// An argument of an op held back, weakly: a tensor, a list of tensors, or
-// anything else (handed over as None, as the recording ignores it). An
-// engine op's inputs keep their storages too, weakly: a backward op reads a
-// saved output through a tensor of its own (SavedVariable::unpack makes one
-// on the saved storage), dead by the hand-over; its storage, still alive,
-// is what the op used (storage_uses below).
-struct HeldArg {
-    enum Kind : uint8_t { OTHER, TENSOR, LIST } kind = OTHER;
-    std::vector<std::optional<WeakImpl>> items;   // nullopt: an undefined tensor
-    std::vector<std::optional<WeakStorage>> stores;   // items' storages (engine inputs)
+// An op's arguments (or its outputs) held back, weakly: each argument a
+// tensor, a list of tensors, or anything else (handed over as None, as the
+// recording ignores it), and their tensors in order, a list's items in
+// order. An engine op's inputs keep their storages too, weakly: a backward
+// op reads a saved output through a tensor of its own (SavedVariable::unpack
+// makes one on the saved storage), dead by the hand-over; its storage, still
+// alive, is what the op used (storage_uses below). Inline for the few
+// arguments an op has: a backward holds dozens of ops a step, and a heap
+// block per argument was a good part of what holding one cost.
+struct HeldTensor {
+    std::optional<WeakImpl> tensor;       // nullopt: an undefined tensor
+    std::optional<WeakStorage> storage;   // its storage (engine inputs), nullopt: none
+};
+struct HeldArgs {
+    enum Kind : uint8_t { OTHER, TENSOR, LIST };
+    struct Arg {
+        Kind kind;
+        uint32_t n;   // its tensors (a list's items; a tensor: 1)
+    };
+    c10::SmallVector<Arg, 6> args;
+    c10::SmallVector<HeldTensor, 4> tensors;
 };
 
 // An op held back: handed over later with the tensors still alive then.
 struct Deferred {
     PyObject *func = nullptr;     // the OpOverload (kept for the process)
-    std::vector<HeldArg> inputs, outputs;
+    HeldArgs inputs, outputs;
     int64_t seq = -1;             // the autograd counter when it ran
     bool engine = false;          // an engine thread's op: recorded as a backward op
     uint32_t forward = 0;         // there: the frames lent to it
-    std::vector<uintptr_t> made;  // there: its outputs' StorageImpls
+    c10::SmallVector<uintptr_t, 2> made;  // there: its outputs' StorageImpls
     bool all_or_none = false;     // an alias: handed over only if all its tensors live
 };
 thread_local std::vector<Deferred> *deferred = nullptr;
@@ -231,7 +246,11 @@ thread_local std::vector<Deferred> *deferred = nullptr;
 // read through a tensor SavedVariable::unpack makes for each backward: a
 // graph kept across batches reads every batch's again), and not at all when
 // the storage died too (its last use is its forward op's, in the same
-// step); an output is recorded at the hand-over, not when made.
+// step); an output is recorded at the hand-over, not when made. Of those
+// handed over, an op whose outputs all died (a backward's gradients flow
+// through and are gone) goes to _trackfast's engine_uses with its live
+// inputs' own Python objects (record_engine_uses): no tensor is given one,
+// nor the op's tuples made.
 std::mutex &engine_lock = *new std::mutex;                 // guards engine_ops
 auto &engine_ops = *new std::vector<Deferred>;
 std::atomic<bool> engine_waiting{false};
@@ -250,7 +269,7 @@ bool alias_for_subclass(const at::RecordFunction &fn)
 // it starts, since RecordFunction hands them to start callbacks only.
 struct Started : at::ObserverContext {
     PyObject *func = nullptr;
-    std::vector<c10::IValue> inputs;
+    c10::SmallVector<c10::IValue, 6> inputs;   // inline: an op has a few
     bool engine = false;       // on another thread than the owner's
     uint32_t forward = 0;      // there: the forward op's frames (a stack id), 0: none
 };
@@ -559,33 +578,33 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
     }
 }
 
-// ``values`` held weakly; with ``storages``, each tensor's storage too.
-std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values, bool storages = false)
+// ``values`` held weakly into ``held``; with ``storages``, each tensor's
+// storage too.
+void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool storages = false)
 {
-    std::vector<HeldArg> held(values.size());
-    auto hold = [storages](HeldArg &a, const at::Tensor *t) {
-        bool defined = t != nullptr && t->defined();
-        a.items.push_back(defined ? std::optional<WeakImpl>(WeakImpl(t->getIntrusivePtr()))
-                                  : std::nullopt);
-        if (storages)
-            a.stores.push_back(defined && t->has_storage()
-                                   ? std::optional<WeakStorage>(t->storage().getWeakStorageImpl())
-                                   : std::nullopt);
+    auto hold = [&](const at::Tensor *t) {
+        HeldTensor &h = held.tensors.emplace_back();
+        if (t == nullptr || !t->defined())
+            return;
+        h.tensor.emplace(t->getIntrusivePtr());
+        if (storages && t->has_storage())
+            h.storage.emplace(t->storage().getWeakStorageImpl());
     };
-    for (size_t i = 0; i < values.size(); i++) {
-        const c10::IValue &v = values[i];
+    for (const c10::IValue &v : values) {
         if (v.isTensor()) {
-            held[i].kind = HeldArg::TENSOR;
-            hold(held[i], &v.toTensor());
+            held.args.push_back({HeldArgs::TENSOR, 1});
+            hold(&v.toTensor());
         } else if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
                                         (v.toListRef()[0].isTensor() ||
                                          v.toListRef()[0].isNone()))) {
-            held[i].kind = HeldArg::LIST;
-            for (const c10::IValue &item : v.toListRef())
-                hold(held[i], item.isTensor() ? &item.toTensor() : nullptr);
+            c10::ArrayRef<c10::IValue> items = v.toListRef();
+            held.args.push_back({HeldArgs::LIST, static_cast<uint32_t>(items.size())});
+            for (const c10::IValue &item : items)
+                hold(item.isTensor() ? &item.toTensor() : nullptr);
+        } else {
+            held.args.push_back({HeldArgs::OTHER, 0});
         }
     }
-    return held;
 }
 
 // ``held`` as the op's arguments again: the tensors still alive, an
@@ -594,24 +613,25 @@ std::vector<HeldArg> weakly(c10::ArrayRef<c10::IValue> values, bool storages = f
 // ``storage_uses`` is given, a dead tensor whose storage (held with it) is
 // alive adds that storage to it: its StorageImpl and data pointer, read as
 // StorageImpl::data() reads it (a copy-on-write storage left as it is).
-std::vector<c10::IValue> revived(std::vector<HeldArg> &held, size_t &alive, size_t &dead,
+std::vector<c10::IValue> revived(HeldArgs &held, size_t &alive, size_t &dead,
                                  std::vector<uint64_t> *storage_uses = nullptr)
 {
     alive = dead = 0;
     std::vector<c10::IValue> out;
-    out.reserve(held.size());
-    auto lock = [&](HeldArg &a, size_t k) -> at::Tensor {
-        std::optional<WeakImpl> &w = a.items[k];
-        if (!w)
+    out.reserve(held.args.size());
+    size_t next = 0;   // the next of held.tensors
+    auto lock = [&]() -> at::Tensor {
+        HeldTensor &h = held.tensors[next++];
+        if (!h.tensor)
             return at::Tensor();
-        auto t = w->lock();
+        auto t = h.tensor->lock();
         if (t) {
             alive++;
             return at::Tensor(std::move(t));
         }
         dead++;
-        if (storage_uses != nullptr && k < a.stores.size() && a.stores[k]) {
-            c10::intrusive_ptr<c10::StorageImpl> s = a.stores[k]->lock();
+        if (storage_uses != nullptr && h.storage) {
+            c10::intrusive_ptr<c10::StorageImpl> s = h.storage->lock();
             if (s) {
                 storage_uses->push_back(reinterpret_cast<uintptr_t>(s.get()));
                 storage_uses->push_back(reinterpret_cast<uintptr_t>(s->data()));
@@ -619,19 +639,97 @@ std::vector<c10::IValue> revived(std::vector<HeldArg> &held, size_t &alive, size
         }
         return at::Tensor();
     };
-    for (HeldArg &a : held) {
-        if (a.kind == HeldArg::TENSOR) {
-            out.emplace_back(lock(a, 0));
-        } else if (a.kind == HeldArg::LIST) {
+    for (const HeldArgs::Arg &a : held.args) {
+        if (a.kind == HeldArgs::TENSOR) {
+            out.emplace_back(lock());
+        } else if (a.kind == HeldArgs::LIST) {
             c10::List<at::Tensor> list;
-            for (size_t k = 0; k < a.items.size(); k++)
-                list.push_back(lock(a, k));
+            list.reserve(a.n);
+            for (uint32_t k = 0; k < a.n; k++)
+                list.push_back(lock());
             out.emplace_back(std::move(list));
         } else {
             out.emplace_back();
         }
     }
     return out;
+}
+
+// The Python object a tensor has now, without making one (nullptr: none),
+// by the PyObjectSlot of the torch built against: load_pyobj() (2.14's
+// object preservation) or check_pyobj(bool) (earlier 2.x); known = false
+// where neither exists, and backward ops are then handed over whole.
+struct PyObjNow {
+    bool known;
+    PyObject *obj;
+};
+template <typename Slot>
+auto pyobj_now(const Slot &slot, int) -> decltype(slot.load_pyobj(), PyObjNow{})
+{
+    return PyObjNow{true, slot.load_pyobj()};
+}
+template <typename Slot>
+auto pyobj_now(const Slot &slot, long) -> decltype(slot.check_pyobj(false), PyObjNow{})
+{
+    auto obj = slot.check_pyobj(false);
+    return PyObjNow{true, obj ? *obj : nullptr};
+}
+template <typename Slot>
+PyObjNow pyobj_now(const Slot &, ...)
+{
+    return PyObjNow{false, nullptr};
+}
+
+// An engine op whose outputs all died by the hand-over (a backward's
+// gradients flowing through it: most of its ops), recorded by _trackfast's
+// engine_uses with the GIL held: the inputs still alive by their own Python
+// objects (none is made: a tensor without one is taken as a use of its
+// storage, as a dead input's is), the dead inputs' storages
+// (``storage_uses``). Far cheaper than call_recording, which gives every
+// tensor a Python object and runs the recording's whole op path. False:
+// not done (an input the books do not know, a first sight, or no
+// engine_uses): hand the op over whole.
+bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
+                        const std::vector<uint64_t> &storage_uses)
+{
+    if (engine_uses == nullptr)
+        return false;
+    constexpr size_t MAX_OBJS = 64;
+    void *objs[MAX_OBJS];
+    size_t n = 0;
+    std::vector<uint64_t> pairs(storage_uses);
+    auto add = [&](const at::Tensor &t) -> bool {
+        if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number())
+            return true;   // None to the recording
+        PyObjNow now = pyobj_now(*t.unsafeGetTensorImpl()->pyobj_slot(), 0);
+        if (!now.known)
+            return false;
+        if (now.obj != nullptr) {
+            if (n == MAX_OBJS)
+                return false;
+            objs[n++] = now.obj;
+        } else if (t.has_storage()) {
+            c10::StorageImpl *st = t.storage().unsafeGetStorageImpl();
+            pairs.push_back(reinterpret_cast<uintptr_t>(st));
+            pairs.push_back(reinterpret_cast<uintptr_t>(st->data()));
+        }
+        return true;
+    };
+    for (const c10::IValue &v : in) {
+        if (v.isTensor()) {
+            if (!add(v.toTensor()))
+                return false;
+        } else if (v.isTensorList() || v.isList()) {
+            for (const c10::IValue &item : v.toListRef())
+                if (item.isTensor() && !add(item.toTensor()))
+                    return false;
+        }
+    }
+    if (n == 0 && pairs.empty())
+        return true;
+    GcHeld held;
+    return engine_uses(engine_uses_self, d.func, objs, n, d.forward, pairs.data(),
+                       pairs.size() / 2) != 1;
 }
 
 // Ops held back, handed over now, in order, with the GIL held: an alias
@@ -665,7 +763,8 @@ void hand_over_ops(std::vector<Deferred> &ops)
         std::vector<c10::IValue> out = revived(d.outputs, outs_alive, outs_dead);
         bool go = d.all_or_none ? ins_dead + outs_dead == 0 && outs_alive > 0
                                 : ins_alive + outs_alive > 0 || !storage_uses.empty();
-        if (go && active.load(std::memory_order_relaxed))
+        if (go && active.load(std::memory_order_relaxed) &&
+            !(d.engine && outs_alive == 0 && record_engine_uses(d, in, storage_uses)))
             call_recording(d.func, in, out, d.engine, d.forward, d.seq, storage_uses);
         in.clear();   // the references dropped under the GIL
         out.clear();
@@ -732,8 +831,8 @@ Deferred held_op(const Started *started, const at::RecordFunction &fn)
 {
     Deferred d;
     d.func = started->func;
-    d.inputs = weakly(started->inputs, started->engine);
-    d.outputs = weakly(fn.outputs());
+    hold_weakly(started->inputs, d.inputs, started->engine);
+    hold_weakly(fn.outputs(), d.outputs);
     return d;
 }
 
@@ -827,13 +926,15 @@ at::RecordFunctionCallback callback()
 extern "C" {
 
 // trackobs_install(on_owner, on_other, op_for, engine_frames, lend, gc_api,
-// lent_read, lent_table, marking): look at this thread's ops (and its
+// lent_read, lent_table, marking, engine_uses, dispatcher): look at this thread's ops (and its
 // backward's on the engine threads) until trackobs_uninstall(); `lend` is
 // vramtrace's vt_thread_python_stack (0: no frames lent), `gc_api`
 // _trackfast's vt__gc_hold_api (0: the count not held), `lent_read(lent_table,
 // seq)` _trackfast's table of the frames to lend (0: engine_frames is
 // asked), `marking` the address of _trackfast's Dispatcher.marking (0: a
-// joined thread's op never waits for a mark). One at a time: -1 if
+// joined thread's op never waits for a mark), `engine_uses(dispatcher, ...)`
+// _trackfast's record of a backward op whose outputs died (0: such ops are
+// handed to on_other whole). One at a time: -1 if
 // installed already, else 0. Called with the GIL held.
 __attribute__((visibility("default"))) int trackobs_install(PyObject *owner_fn,
                                                           PyObject *other_fn,
@@ -843,10 +944,14 @@ __attribute__((visibility("default"))) int trackobs_install(PyObject *owner_fn,
                                                           uintptr_t gc_api,
                                                           uintptr_t lent_read_fn,
                                                           uintptr_t lent_table_addr,
-                                                          uintptr_t marking_addr)
+                                                          uintptr_t marking_addr,
+                                                          uintptr_t engine_uses_fn,
+                                                          uintptr_t engine_uses_of)
 {
     if (handle != 0)
         return -1;
+    engine_uses = reinterpret_cast<vt__engine_uses_fn>(engine_uses_fn);
+    engine_uses_self = reinterpret_cast<void *>(engine_uses_of);
     lent_table.store(reinterpret_cast<const void *>(lent_table_addr), std::memory_order_release);
     lent_read.store(reinterpret_cast<vt__lent_read_fn>(lent_read_fn), std::memory_order_release);
     marking.store(reinterpret_cast<const unsigned long *>(marking_addr), std::memory_order_release);
@@ -902,6 +1007,8 @@ __attribute__((visibility("default"))) void trackobs_uninstall(void)
     lent_read.store(nullptr, std::memory_order_release);
     lent_table.store(nullptr, std::memory_order_release);
     marking.store(nullptr, std::memory_order_release);
+    engine_uses = nullptr;
+    engine_uses_self = nullptr;
     Py_CLEAR(on_owner);
     Py_CLEAR(on_other);
     Py_CLEAR(engine_frames);

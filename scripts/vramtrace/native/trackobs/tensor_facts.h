@@ -16,6 +16,7 @@
 #ifndef VT_TENSOR_FACTS_H
 #define VT_TENSOR_FACTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -55,6 +56,18 @@ typedef void (*vt__drain_fn)(void);
  * "forward of"), read from ``table`` without the GIL: written when the
  * forward op is recorded. 0: not known here (the observer asks Python). */
 typedef uint32_t (*vt__lent_read_fn)(const void *table, uint64_t seq);
+
+/* _trackfast's record of an autograd engine thread's op whose outputs all
+ * died before the observer handed it over (most of a backward's ops), with
+ * the GIL held: a use, under ``stack``, of each input still alive (``objs``:
+ * their Python objects, borrowed, n of them) and of each storage ``pairs``
+ * names ((StorageImpl*, data pointer) pairs, npairs of them: inputs gone, or
+ * without a Python object); ``func`` the op's OpOverload, named if the
+ * recording fails. 0: recorded; 1: an input is a tensor the books do not
+ * know, nothing recorded (hand the op over whole: Dispatcher.observed_engine);
+ * -1: the recording failed (reported there). ``self``: the Dispatcher. */
+typedef int (*vt__engine_uses_fn)(void *self, void *func, void *const *objs, size_t n,
+                                  uint32_t stack, const uint64_t *pairs, size_t npairs);
 
 /* _trackfast's hold on the cyclic collector's count (gc_schedule.c), for
  * the observer's own Python work: hold() -> token, release(token); count()
