@@ -23,8 +23,10 @@
  *   rank R grows +X per step (the ranks' median: +M) from SITE
  *       +X per step  SITE  (...; the other ranks: +Y per step)
  *   the others are flat
- * A snapshot without a rank (RANK unset when it was taken) is numbered by
- * its position on the command line. Arguments with * or ? are globbed.
+ * A snapshot without a rank (RANK unset when it was taken) is ordered by its
+ * position on the command line and named by its pid ("pid 1234"), or, where
+ * it records none (a PyTorch pickle), by that position ("file 2"):
+ * rank_label. Arguments with * or ? are globbed.
  *
  * The ranks are read one after another, each as a stream of its events
  * (the streamed timeline with its curves, whose hooks feed the rank's
@@ -52,13 +54,15 @@
 static const char usage_text[] =
     "usage: vramtrace " VT__USAGE_COMPARE "\n"
     "\n"
-    "Compare the snapshots of several ranks (.vtsnap or PyTorch pickles; a quoted\n"
-    "glob such as 'rank*.vtsnap' is expanded): per rank, peak allocated and\n"
-    "reserved bytes and when; the spread across ranks; the call sites whose bytes\n"
-    "at the allocated peak differ most between ranks. Then growth across steps,\n"
-    "the ranks aligned by their marks (the k-th mark of each is the same step):\n"
-    "the bytes allocated at each mark per rank, the ranks whose growth per step\n"
-    "differs from the others' median, and their call sites that grow.\n"
+    "Compare the snapshots of several ranks or processes (.vtsnap or PyTorch\n"
+    "pickles; a quoted glob such as 'rank*.vtsnap' is expanded; one without RANK\n"
+    "is named by its pid, a pickle by its place: 'file 2'): per rank, peak\n"
+    "allocated and reserved bytes and when; the spread across ranks; the call\n"
+    "sites whose bytes at the allocated peak differ most between ranks. Then\n"
+    "growth across steps, the ranks aligned by their marks (the k-th mark of each\n"
+    "is the same step): the bytes allocated at each mark per rank, the ranks whose\n"
+    "growth per step differs from the others' median, and their call sites that\n"
+    "grow.\n"
     "  --json    one JSON document instead of text\n"
     "  --top N   call sites to list (default 10; growth: per rank)\n"
     VT_EXIT_HELP;
@@ -67,7 +71,8 @@ static const char usage_text[] =
 struct rank_info {
     const char *file;
     size_t pos;                 /* its place among the files: sites' bytes are by it */
-    int rank;
+    int rank;                   /* RANK, or its place where it has none: the order */
+    char label[32];             /* what the text calls it (rank_label) */
     bool has_dev;               /* some device's memory was recorded */
     int device;                 /* the device with the highest allocated peak */
     uint64_t peak_alloc, peak_resv, final_alloc, final_resv;
@@ -175,6 +180,20 @@ static int cmp_spread(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* What the text calls a snapshot: its rank ("rank 3"); one taken without a
+ * rank (RANK unset: a spawned trainer, a DataLoader worker, a process of its
+ * own) by its process ("pid 1234"), or where it names none (a PyTorch
+ * pickle) by its place among the files ("file 2", from 1). */
+static void rank_label(struct rank_info *r, const vt__snapshot_meta *m)
+{
+    if (m->rank >= 0)
+        snprintf(r->label, sizeof r->label, "rank %d", m->rank);
+    else if (m->pid > 0)
+        snprintf(r->label, sizeof r->label, "pid %lld", (long long)m->pid);
+    else
+        snprintf(r->label, sizeof r->label, "file %zu", r->pos + 1);
+}
+
 static int cmp_rank(const void *a, const void *b)
 {
     const struct rank_info *x = a, *y = b;
@@ -240,6 +259,7 @@ int vt__compare_add(vt__compare *c, const char *file, const vt__snapshot_data *s
                              .clock_real = s->meta.clock_base_realtime_ns,
                              .refs = tl->kind_counts[VT_EV_REF] != 0 };
     r->rank = s->meta.rank >= 0 ? s->meta.rank : (int)pos;
+    rank_label(r, &s->meta);
     const vt__tl_device *dev = NULL;
     for (size_t d = 0; d < tl->ndevices; d++) {
         const vt__tl_device *dv = &tl->devices[d];
@@ -382,7 +402,7 @@ int vt__compare_print(vt__compare *c, FILE *out, size_t top)
     int rc = gr ? 0 : -ENOMEM;
     qsort(r, total, sizeof *r, cmp_rank);
     for (size_t i = 0; i < total && !rc; i++)
-        gr[i] = (vt__growth_rank){ r[i].rank, r[i].series };
+        gr[i] = (vt__growth_rank){ r[i].rank, r[i].label, r[i].series };
     if (!rc)
         rc = vt__growth_build(gr, total, &growth);
     for (size_t i = 0; i < total && !rc; i++)
@@ -421,7 +441,9 @@ int vt__compare_print(vt__compare *c, FILE *out, size_t top)
     if (json) {
         fprintf(out, "{\"ranks\":[");
         for (size_t i = 0; i < total; i++) {
-            fprintf(out, "%s\n {\"rank\":%d,\"file\":", i ? "," : "", r[i].rank);
+            fprintf(out, "%s\n {\"rank\":%d,\"label\":", i ? "," : "", r[i].rank);
+            vt__json_str(out, r[i].label);
+            fprintf(out, ",\"file\":");
             vt__json_str(out, r[i].file);
             fprintf(out, ",\"device\":%d,\"peak_allocated\":%" PRIu64 ",\"peak_allocated_time_s\":%.6f,"
                    "\"peak_allocated_wall_ns\":%" PRIu64 ",\"peak_reserved\":%" PRIu64
@@ -452,7 +474,7 @@ int vt__compare_print(vt__compare *c, FILE *out, size_t top)
         fprintf(out, "}\n");
     } else {
         for (size_t i = 0; i < total; i++) {
-            fprintf(out, "rank %d  ", r[i].rank);
+            fprintf(out, "%s  ", r[i].label);
             vt__text_str(out, r[i].file);   /* a globbed name is anyone's */
             fputc('\n', out);
             if (!r[i].has_dev) {
@@ -467,13 +489,13 @@ int vt__compare_print(vt__compare *c, FILE *out, size_t top)
             fprintf(out, "  reserved:  peak %s at %.3f s, now %s\n", vt__fmt_bytes(r[i].peak_resv, b1),
                    rel_s(&r[i], r[i].peak_resv_time), vt__fmt_bytes(r[i].final_resv, b2));
         }
-        fprintf(out, "spread of peak allocated: %s (rank %d) .. %s (rank %d), +%s\n",
-               vt__fmt_bytes(r[lo_a].peak_alloc, b1), r[lo_a].rank,
-               vt__fmt_bytes(r[hi_a].peak_alloc, b2), r[hi_a].rank,
+        fprintf(out, "spread of peak allocated: %s (%s) .. %s (%s), +%s\n",
+               vt__fmt_bytes(r[lo_a].peak_alloc, b1), r[lo_a].label,
+               vt__fmt_bytes(r[hi_a].peak_alloc, b2), r[hi_a].label,
                vt__fmt_bytes(r[hi_a].peak_alloc - r[lo_a].peak_alloc, b3));
-        fprintf(out, "spread of peak reserved:  %s (rank %d) .. %s (rank %d), +%s\n",
-               vt__fmt_bytes(r[lo_r].peak_resv, b1), r[lo_r].rank,
-               vt__fmt_bytes(r[hi_r].peak_resv, b2), r[hi_r].rank,
+        fprintf(out, "spread of peak reserved:  %s (%s) .. %s (%s), +%s\n",
+               vt__fmt_bytes(r[lo_r].peak_resv, b1), r[lo_r].label,
+               vt__fmt_bytes(r[hi_r].peak_resv, b2), r[hi_r].label,
                vt__fmt_bytes(r[hi_r].peak_resv - r[lo_r].peak_resv, b3));
         fprintf(out, "call sites whose bytes at the peak differ most between ranks:\n");
         size_t shown = 0;
@@ -482,7 +504,7 @@ int vt__compare_print(vt__compare *c, FILE *out, size_t top)
                 break;
             fprintf(out, "  +%-10s %s  ", vt__fmt_bytes(sites[k].spread, b1), sites[k].name);
             for (size_t i = 0; i < total; i++)
-                fprintf(out, "%s rank %d: %s", i ? "," : "", r[i].rank,
+                fprintf(out, "%s %s: %s", i ? "," : "", r[i].label,
                        vt__fmt_bytes(sites[k].bytes[r[i].pos], b2));
             fprintf(out, "\n");
             shown++;

@@ -45,6 +45,7 @@
 
 struct rank_growth {
     int rank;
+    const char *label;   /* vt__growth_rank's */
     size_t nmarks;              /* the rank's own marks */
     uint64_t *alive;            /* bytes allocated at each aligned mark */
     vt__check_growth fit;
@@ -231,6 +232,7 @@ int vt__growth_build(const vt__growth_rank *r, size_t n, vt__growth **out)
     g->nranks = n;
     for (size_t i = 0; i < n; i++) {
         g->ranks[i].rank = r[i].rank;
+        g->ranks[i].label = r[i].label;
         g->ranks[i].nmarks = r[i].series->nmarks;
         if (r[i].series->nmarks && (!g->labels || r[i].series->nmarks < g->nmarks)) {
             g->nmarks = r[i].series->nmarks;
@@ -345,15 +347,14 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
     }
     for (size_t i = 0; i < g->nranks; i++)
         if (!g->ranks[i].nmarks)
-            fprintf(f, "  rank %d has no marks: left out\n", g->ranks[i].rank);
+            fprintf(f, "  %s has no marks: left out\n", g->ranks[i].label);
         else if (g->ranks[i].nmarks > g->nmarks)
-            fprintf(f, "  rank %d has %zu marks: its first %zu are compared\n", g->ranks[i].rank,
+            fprintf(f, "  %s has %zu marks: its first %zu are compared\n", g->ranks[i].label,
                     g->ranks[i].nmarks, g->nmarks);
     fprintf(f, "  %-5s %-16s", "mark", "label");
     for (size_t i = 0; i < g->nranks; i++)
         if (g->ranks[i].nmarks) {
-            snprintf(b1, sizeof b1, "rank %d", g->ranks[i].rank);
-            fprintf(f, " %11s", b1);
+            fprintf(f, " %11s", g->ranks[i].label);
         }
     fputc('\n', f);
     for (size_t k = 0; k < g->nmarks; k++) {
@@ -380,7 +381,7 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
             any->last + 1, any->first);
     for (size_t i = 0, sep = 0; i < g->nranks; i++)
         if (g->ranks[i].fit.judged)
-            fprintf(f, "%s rank %d %s", sep++ ? "," : "", g->ranks[i].rank,
+            fprintf(f, "%s %s %s", sep++ ? "," : "", g->ranks[i].label,
                     fmt_signed(g->ranks[i].fit.per_step, b1));
     fputc('\n', f);
     if (g->njudged == 1) {
@@ -388,10 +389,10 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
         while (!rg->fit.judged)
             rg++;
         if ((uint64_t)abs64(rg->fit.per_step) <= g->flat)
-            fprintf(f, "one rank to compare: rank %d is flat (at most %s per step)\n", rg->rank,
+            fprintf(f, "one rank to compare: %s is flat (at most %s per step)\n", rg->label,
                     vt__fmt_bytes(g->flat, b1));
         else
-            fprintf(f, "one rank to compare: rank %d %s %s per step\n", rg->rank,
+            fprintf(f, "one rank to compare: %s %s %s per step\n", rg->label,
                     rg->fit.per_step < 0 ? "shrinks" : "grows",
                     vt__fmt_bytes((uint64_t)abs64(rg->fit.per_step), b1));
         return;
@@ -406,7 +407,7 @@ void vt__growth_print(FILE *f, const vt__growth *g, size_t top)
             continue;
         }
         ndiffer++;
-        fprintf(f, "rank %d %s %s per step", rg->rank, rg->fit.per_step < 0 ? "shrinks" : "grows",
+        fprintf(f, "%s %s %s per step", rg->label, rg->fit.per_step < 0 ? "shrinks" : "grows",
                 vt__fmt_bytes((uint64_t)abs64(rg->fit.per_step), b1));
         const struct site_growth *first = NULL;
         size_t nshown = 0;
@@ -462,8 +463,9 @@ void vt__growth_json(FILE *f, const vt__growth *g, size_t top)
     fprintf(f, ",\"flat_per_step\":%" PRIu64 ",\"ranks\":[", g->flat);
     for (size_t i = 0; i < g->nranks; i++) {
         const struct rank_growth *rg = &g->ranks[i];
-        fprintf(f, "%s\n {\"rank\":%d,\"marks\":%zu,\"alive\":[", i ? "," : "", rg->rank,
-                rg->nmarks);
+        fprintf(f, "%s\n {\"rank\":%d,\"label\":", i ? "," : "", rg->rank);
+        vt__json_str(f, rg->label);
+        fprintf(f, ",\"marks\":%zu,\"alive\":[", rg->nmarks);
         for (size_t k = 0; rg->nmarks && k < g->nmarks; k++)
             fprintf(f, "%s%" PRIu64, k ? "," : "", rg->alive[k]);
         fprintf(f, "],\"per_step\":");

@@ -64,6 +64,8 @@ void vt__growth_series_free(vt__growth_series *gs);
 /* One rank as compare read it. */
 typedef struct vt__growth_rank {
     int rank;
+    const char *label;                 /* what the text calls it ("rank 3", "pid 1234");
+                                        * must outlive the growth */
     const vt__growth_series *series;   /* finished; must outlive the growth */
 } vt__growth_rank;
 

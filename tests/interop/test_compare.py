@@ -60,6 +60,37 @@ def test_compare_names_the_rank_and_call_site_that_hold_more():
     assert not any("alloc_weights" in l for l in lines[i + 1:]), out
 
 
+def record_process(name, extra):
+    """A process without RANK (a spawned trainer, a worker): its snapshot and
+    its pid, as `run` says it; ``extra``: it holds 32 MiB more."""
+    out = os.path.join(tmp, f"{name}.vtsnap")
+    env = dict(os.environ, IMBALANCED_RANK="0" if extra else "1")
+    for k in ("RANK", "LD_PRELOAD", "VRAMTRACE_CONF", "VRAMTRACE_OUT"):
+        env.pop(k, None)
+    p = subprocess.run([exe, "run", "-o", out, "--", prog], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60)
+    said = p.stdout.decode() + p.stderr.decode()
+    pid = re.search(r"\(exit, pid (\d+)\)", said)
+    assert p.returncode == 0 and pid, said
+    return out, int(pid.group(1))
+
+
+def test_compare_names_processes_without_a_rank_by_their_pid():
+    """Snapshots of processes that are no ranks (hogwild's trainers, an
+    actor and its learner) are named by their pids, not numbered as ranks
+    by their place on the command line."""
+    (a, pid_a), (b, pid_b) = record_process("trainer_a", False), record_process("trainer_b", True)
+    out = vt("compare", a, b).stdout.decode()
+    lines = out.splitlines()
+    assert lines[0].startswith(f"pid {pid_a}  ") and f"pid {pid_b}  " in out, out
+    assert "rank 0" not in out and "rank 1" not in out, out
+    spread = [l for l in lines if l.startswith("spread of peak allocated:")][0]
+    assert spread.endswith(f"(pid {pid_b}), +32 MiB"), spread
+    assert f"pid {pid_a}: 0 B, pid {pid_b}: 32 MiB" in out, out
+    j = json.loads(vt("compare", a, b, "--json").stdout)
+    assert [x["label"] for x in j["ranks"]] == [f"pid {pid_a}", f"pid {pid_b}"], j["ranks"]
+
+
 def test_compare_json_and_glob_over_three_ranks():
     for r in (0, 1, 2):
         record(r, imbalanced=2)

@@ -618,7 +618,7 @@ TEST(cli_compare_aligns_ranks_by_mark_and_names_the_rank_that_grows)
     snprintf(json, sizeof json, "compare --json%s", args + strlen("compare"));
     ASSERT_MSG(run(json) == 0, "%s", errout);
     OUT_HAS("\"growth\":{\"marks\":8,\"labels\":[\"step 1\",",
-            "{\"rank\":3,\"marks\":8,\"alive\":[9437184,10485760,",
+            "{\"rank\":3,\"label\":\"rank 3\",\"marks\":8,\"alive\":[9437184,10485760,",
             "\"per_step\":1048576,\"judged\":{\"first_mark\":2,\"last_mark\":7},"
             "\"differs\":true,\"sites\":[{\"site\":\"keep_recv_buffer stage.c:41\","
             "\"per_step\":1048576,\"others_per_step\":0,",
