@@ -127,6 +127,40 @@ def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
     del y, loss
 
 
+def test_a_backward_op_reading_a_tensor_the_books_never_saw_tracks_it_as_a_first_sight(
+        real_lib, observer, monkeypatch):
+    """A custom Function's backward reads a tensor the forward never showed
+    (made before track(), kept on the Function's class): the engine op
+    whose output dies (the gradient flows on into MulBackward) has a live
+    input the books do not know. engine_uses (native/trackfast/dispatch.c)
+    records nothing then and the observer hands the op over whole, where
+    the input is tracked as a first sight, as every op's unknown input is."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (the simulator is not loaded): backward runs on "
+                    "an engine thread only on a device")
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    scale = torch.full((256,), 3.0, device="cuda")   # before track(): never seen by an op
+
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * Scaled.scale      # reads what no forward op showed
+
+    Scaled.scale = scale
+    with vtt.track(walk_fraction=None) as tr:
+        assert tr.ops_seen_by == "observer"
+        w = torch.ones(256, device="cuda", requires_grad=True)
+        Scaled.apply(w * 2).sum().backward()
+        vtt.mark("after backward")
+        assert id(scale) in tr._by_obj, "the backward's unknown input went untracked"
+    assert tr.errors == 0
+    del Scaled.scale
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_after_a_training_step_the_books_hold_only_what_lives(real_lib, observer, monkeypatch,
                                                               device):

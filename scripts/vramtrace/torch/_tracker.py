@@ -286,7 +286,8 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
                                        getattr(_fast_path._trackfast, "GC_HOLD_API", 0),
                                        self._fast.lent_reader, self._fast.lent_table,
                                        self._fast.marking_address,
-                                       self._fast.engine_uses_address, id(self._fast))
+                                       engine_uses=self._fast.engine_uses_address,
+                                       dispatcher=id(self._fast))
                 self._fast.lend = 1   # each forward op's frames to lend, ready
                 # what it reads of each tensor in C++, used with its weak maker
                 self._fast.weak_maker = self._observer.make_weak_address

@@ -640,16 +640,21 @@ int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t st
     d->uses_only++;
     uint32_t st = d->stacks_enabled ? stack : 0;
     long long epoch = d->epoch;
-    for (size_t i = 0; i < nrecs; i++) {
-        if (TREC(recs[i])->tid != 0)
+    rc = 0;
+    for (size_t i = 0; i < nrecs; i++) {   /* as on_op's inputs: a use, its storage's too */
+        if (rc == 0 && TREC(recs[i])->tid != 0)
             d->use(TREC(recs[i])->tid, st);
-        if (touch_storage(storages, recs[i], epoch) < 0)
-            goto out;
+        if (rc == 0)
+            rc = used(storages, recs[i], epoch);   /* takes the reference */
+        else
+            Py_DECREF(recs[i]);
     }
+    nrecs = 0;
     Observed obs = {0};
     obs.storage_uses = pairs;
     obs.nstorage_uses = (Py_ssize_t)npairs;
-    rc = npairs > 0 ? use_storages(d, storages, &obs, st, epoch) : 0;
+    if (rc == 0 && npairs > 0)
+        rc = use_storages(d, storages, &obs, st, epoch);
 out:
     for (size_t i = 0; i < nrecs; i++)
         Py_DECREF(recs[i]);

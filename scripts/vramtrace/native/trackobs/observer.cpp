@@ -690,14 +690,21 @@ PyObjNow pyobj_now(const Slot &, ...)
 // not done (an input the books do not know, a first sight, or no
 // engine_uses): hand the op over whole.
 bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
-                        const std::vector<uint64_t> &storage_uses)
+                        std::vector<uint64_t> &storage_uses)
 {
     if (engine_uses == nullptr)
         return false;
     constexpr size_t MAX_OBJS = 64;
     void *objs[MAX_OBJS];
     size_t n = 0;
-    std::vector<uint64_t> pairs(storage_uses);
+    // the storages of live inputs without a Python object join the dead
+    // inputs' (taken off again where the op goes the whole way)
+    std::vector<uint64_t> &pairs = storage_uses;
+    const size_t dead_pairs = pairs.size();
+    auto whole = [&] {
+        pairs.resize(dead_pairs);
+        return false;
+    };
     auto add = [&](const at::Tensor &t) -> bool {
         if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number())
             return true;   // None to the recording
@@ -718,18 +725,21 @@ bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
     for (const c10::IValue &v : in) {
         if (v.isTensor()) {
             if (!add(v.toTensor()))
-                return false;
+                return whole();
         } else if (v.isTensorList() || v.isList()) {
             for (const c10::IValue &item : v.toListRef())
                 if (item.isTensor() && !add(item.toTensor()))
-                    return false;
+                    return whole();
         }
     }
     if (n == 0 && pairs.empty())
         return true;
-    GcHeld held;
-    return engine_uses(engine_uses_self, d.func, objs, n, d.forward, pairs.data(),
-                       pairs.size() / 2) != 1;
+    // (engine_uses holds the collector's count itself: it makes no Python
+    // object here to count)
+    if (engine_uses(engine_uses_self, d.func, objs, n, d.forward, pairs.data(),
+                    pairs.size() / 2) == 1)
+        return whole();
+    return true;
 }
 
 // Ops held back, handed over now, in order, with the GIL held: an alias
