@@ -94,8 +94,8 @@ def main() -> None:
     # The observer without the table: every engine op asks Python.
     install = _trackobs.Observer.install
 
-    def without_table(self: Any, *args: Any) -> None:
-        install(self, *args[:6])
+    def without_table(self: Any, *args: Any, **kw: Any) -> None:
+        install(self, *args[:6], **kw)   # lent_reader, lent_table, marking left out
     _trackobs.Observer.install = without_table
     try:
         out["c_untabled"] = loop(vtt.track())
