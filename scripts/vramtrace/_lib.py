@@ -303,7 +303,11 @@ class Library:
         self._check("vt_snapshot", rc, repr(path))
 
     def mark(self, label: str) -> None:
-        self._check("vt_mark", self._get("vt_mark")(_enc(label)), repr(label))
+        # (a program may mark every step: the label is quoted for the
+        # error only, not for every call)
+        rc = self._get("vt_mark")(_enc(label))
+        if rc != 0:
+            self._check("vt_mark", rc, repr(label))
 
     def paused(self, ns: int) -> None:
         """Record that vramtrace just paused the program for ``ns`` of its

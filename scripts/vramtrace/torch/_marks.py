@@ -10,7 +10,7 @@ from typing import Optional, Set
 
 from .._lib import VramtraceError
 from .. import _gc_hold
-from ._walks import tick_clock
+from ._walks import _LEAST_WALK_PASSES, tick_clock
 
 # Seconds between the ticks of a program that makes no mark (_Marks._tick):
 # its storages last used before a tick and unused since are walked at the
@@ -64,12 +64,16 @@ class _Marks:
         # are not recorded.
         # What the op observer holds back (a backward's ops) is recorded
         # first, as the program's: recording is off for the mark's own work.
-        self._fast.flush()
+        # (the books' fields read and written here directly, not through
+        # the tracker's properties: every Python call a mark makes costs it
+        # about a microsecond, its step having pushed it out of the caches)
+        fast = books = self._fast
+        fast.flush()
         _gc_hold.program_read()   # what reading the program's objects makes is its own
-        recording, self._recording = self._recording, False
+        recording, books.recording = books.recording, False
         # another thread's op meanwhile waits for the mark (the op observer)
         # instead of going unrecorded: the mark's Python lets the GIL go
-        marking, self._marking = self._marking, threading.get_ident()
+        marking, books.marking = books.marking, threading.get_ident()
         switch = sys.getswitchinterval()
         sys.setswitchinterval(max(switch, _MARK_SWITCH_S))
         began, began_wall = time.process_time(), time.perf_counter()
@@ -81,12 +85,12 @@ class _Marks:
             # CPU time, because other processes stretch the wall clock of
             # a busy machine and the walk would be paid by the program.
             cpu, wall = began - self._last_mark_end[0], began_wall - self._last_mark_end[1]
-            busy = self._busy() - self._busy_at_mark
+            busy = fast.busy - self._busy_at_mark
             own = cpu * max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
             self._credit = min(self._credit + self.walk_fraction * own,
                                max(1.0, self.snapshot_walk_s))
         try:
-            threshold = self.epoch
+            threshold = books.epoch
             if kind == "mark":
                 self._next_tick = _NO_TICK
                 self._marked_at.append(began_wall)
@@ -96,7 +100,7 @@ class _Marks:
             # keeps); timed until the program marks. A snapshot ends no step.
             self._grads_follow_parameters(threshold, self._next_tick != _NO_TICK)
             if kind in ("mark", "tick"):
-                self.epoch += 1
+                books.epoch += 1
             try:
                 self._sweep(kind in ("snapshot", "tick"))
                 # before a walk: the references it records name these tensors
@@ -114,12 +118,12 @@ class _Marks:
                 self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
         finally:
             sys.setswitchinterval(switch)
-            self._recording = recording
-            self._marking = marking
+            books.recording = recording
+            books.marking = marking
             end, end_wall = time.process_time(), time.perf_counter()
             self.walk_seconds += end - began
             self._last_mark_end = (end, end_wall)
-            self._busy_at_mark = self._busy()
+            self._busy_at_mark = fast.busy
             # All of a mark's work is paid from the credit, not just the walk.
             self._credit -= end - began
             # The program stood still meanwhile: recorded (PAUSE), so that
@@ -204,7 +208,7 @@ class _Marks:
         models, todo = self._fast.follow_grads(epoch, self._param_labels, self._param_names,
                                                self._model_of)
         by_obj = self._by_obj
-        look = self._may_look_up_models()
+        look = bool(todo) and self._may_look_up_models()   # (asked only when needed)
         model_of = self._model_of
         for t, rec in todo:
             if rec.name.startswith("parameter"):
@@ -250,7 +254,7 @@ class _Marks:
         output, whose base only the view keeps, and its run --track made 9
         heap passes for bases and one walk in 60 marks."""
         return self.walk_fraction is None or (
-            self._credit >= self._pass_cost + self._least_walk_cost())
+            self._credit >= self._pass_cost * (1 + _LEAST_WALK_PASSES))
 
     def _state_follows_models(self, models: Set[Optional[int]], epoch: int,
                               timed: bool = False) -> None:

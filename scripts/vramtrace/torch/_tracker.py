@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import gc
+import operator
 import sys
 import threading
 import time
@@ -38,7 +39,8 @@ _said_blind = False   # track() said once that it records nothing
 def _books_field(name: str) -> Any:
     """A field of the tracker's books (the Dispatcher's, which the C rules
     read and write; a blind tracker's _NoBooks), as a tracker attribute."""
-    return property(lambda self: getattr(self._books, name),
+    # read by a C getter (no Python frame): a mark reads a few of them
+    return property(operator.attrgetter("_books." + name),
                     lambda self, value: setattr(self._books, name, value))
 
 

@@ -28,6 +28,10 @@ _OP_PART = re.compile(r"(:\d+), (?:[^()]|\([^()]*\))*\)$")
 # about _GROWING_WALKED_ALL in all): see Tracker._growing_starts.
 _FIRST_PASS_S = 0.02           # a heap pass's cost assumed until one is measured
 _MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the next
+# The least walk, in heap passes: a level of one start (never the compiled
+# pass's: _referrers._NATIVE_FROM) and one more, the containers, then what
+# owns them. A constant, read at every mark (a call a mark costs it ~1 us).
+_LEAST_WALK_PASSES = 1 + level_passes(1)
 _GROWING_LINE = 3
 _GROWING_WALKED = 4
 _GROWING_WALKED_ALL = 128
@@ -490,7 +494,7 @@ class _Walks:
     def _least_walk_cost(self) -> float:
         """What the least walk costs: a level of one start and one more
         (the containers, then what owns them), in the walks' CPU time."""
-        return self._pass_cost * (1 + level_passes(1))
+        return self._pass_cost * _LEAST_WALK_PASSES
 
     def _walk_stale(self, threshold: int, final: bool = False, until: Optional[float] = None,
                     clock: Callable[[], float] = _cpu_clock) -> None:
@@ -501,7 +505,7 @@ class _Walks:
         0 at the tick's start)."""
         budgeted = not final and until is None and self.walk_fraction is not None
         forced = budgeted and self._half_ring_since(self._walked_at) is not None
-        if budgeted and not forced and self._credit < self._least_walk_cost():
+        if budgeted and not forced and self._credit < self._pass_cost * _LEAST_WALK_PASSES:
             # No walk of any start fits the credit: postponed before the
             # stale set is read, which costs a pass over every storage and
             # grows with what the program keeps (a loop that keeps a tensor
