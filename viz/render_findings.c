@@ -149,6 +149,12 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
         if (f->steps_unused)
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %u complete step%s unused after it",
                      f->steps_unused, f->steps_unused == 1 ? "" : "s");
+        if (f->rule == VT_CHECK_RULE_LINGER && f->nviews_live) {   /* its kept part */
+            char cb[32];
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                     "; owner dropped, what is kept covers %s of it: a copy would free the rest",
+                     vt__fmt_bytes(f->covered_bytes, cb));
+        }
         vt__put_str(b, ",\"msg\":");
         vt__put_json_str(b, msg, 1);
         if (f->last_use_seq)

@@ -366,13 +366,38 @@ TEST(pinned_json_has_rule_and_wasted_bytes)
     vt__check_report_free(r);
     synth_fini(&y);
 
-    /* Other findings carry "wasted_bytes":0 and "pinned":null. */
+    /* The LINGER finding of a storage a small view keeps after its base's
+     * drop carries "pinned":null and what the view covers ("kept_part"). */
     pinned_then_lingering(&y, 4);
     r = check(&y, NULL);
     js = render(r, &y, 1);
     ASSERT_JSON_VALID(js);
-    ASSERT_STR_CONTAINS(js, "\"wasted_bytes\":0,\"pinned\":null");
+    const vt__check_finding *lg = NULL;
+    for (size_t i = 0; i < r->nfindings; i++)
+        if (r->findings[i].rule == VT_CHECK_RULE_LINGER)
+            lg = &r->findings[i];
+    ASSERT(lg);
+    char want[512];
+    snprintf(want, sizeof want,
+             "\"wasted_bytes\":4056,\"pinned\":null,\"kept_part\":{\"owner_dropped\":"
+             "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"covered_bytes\":40,"
+             "\"wasted_bytes\":4056,\"views_live\":1,\"views\":[{\"id\":63,\"name\":\"x\","
+             "\"view_of\":{\"id\":60,\"name\":\"big\"},\"addr\":\"0x7e8000000000\","
+             "\"bytes\":40,\"covered_bytes\":40}]}",
+             lg->owner_drop_seq, lg->owner_drop_time_ns);
+    ASSERT_STR_CONTAINS(js, want);
     ASSERT_STR_CONTAINS(js, "\"cut_at_last_use\":true");
+    /* the PINNED finding carries no "kept_part" */
+    ASSERT_STR_CONTAINS(js, "\"covered_bytes\":40}]},\"kept_part\":null");
+    free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    /* A finding of neither carries "wasted_bytes":0, "pinned" and "kept_part" null. */
+    r = check_shape(&y, closure_self, 0);
+    js = render(r, &y, 1);
+    ASSERT_JSON_VALID(js);
+    ASSERT_STR_CONTAINS(js, "\"wasted_bytes\":0,\"pinned\":null,\"kept_part\":null");
     free(js);
     vt__check_report_free(r);
     synth_fini(&y);

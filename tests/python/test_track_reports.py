@@ -13,7 +13,9 @@ step), a validation loss kept with its graph (every line's activations, one
 cause), each step's whole model output kept (a transformers-style ModelOutput:
 one cause; the model's unused buffer and frozen head are its state, not
 findings), a causal mask cached per sequence length by an unbounded
-functools.lru_cache (held by the cache, named with the call's arguments). And one observer effect the walks must not have on such programs: a kept
+functools.lru_cache (held by the cache, named with the call's arguments),
+a few rows of each batch's output kept as slices (each keeps its whole
+batch's buffer: the report says what the slice covers). And one observer effect the walks must not have on such programs: a kept
 graph's tensors saved through checkpointing's hooks are never unpacked. They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
 
@@ -49,6 +51,7 @@ REPORTS = {
     "kept_validation_graph": (["Program.history → list["], "linger"),
     "kept_model_outputs": (["Program.history → list["], "linger"),
     "lru_cache_masks": (["Program.mask → lru_cache causal_mask's cache[("], "linger"),
+    "kept_output_slices": (["Program.recons → list["], "linger"),
 }
 
 
@@ -103,6 +106,30 @@ def test_report_leak_is_flagged_with_its_holder_named(program, runs):
     assert sum(g["count"] for g in groups) == len(rep["findings"])
     assert len(groups) <= 5 and len(groups) < len(rep["findings"]), groups
     assert f"{program}.py:" in groups[0]["owner"] + groups[0]["path"], groups[0]
+
+
+def test_a_kept_slice_of_each_batch_says_it_keeps_the_whole_buffer(runs):
+    """The VAE's kept reconstructions (``recon[:8].detach()``, no view to
+    PyTorch): each batch's output buffer lingers for the 8 rows kept, and
+    the finding says so: what is kept covers 8 of its 64 rows, the rest
+    is held for it (its "kept_part"), and a copy would free it."""
+    from leaks.kept_output_slices import BATCH, KEEP, PIXELS
+    info, rc, rep = runs("kept_output_slices", "leak")
+    assert rc == 1
+    expect = {int(a, 16) for a in info["expect"]}
+    found = [f for f in rep["findings"] if int(f["addr"], 16) in expect]
+    assert found and len(found) == len(expect), rep["findings"]
+    buffer, rows = BATCH * PIXELS * 4, KEEP * PIXELS * 4
+    for f in found:
+        assert f["rule"] == "linger" and f["bytes"] == buffer, f
+        kept = f["kept_part"]
+        assert kept is not None, f
+        assert (kept["covered_bytes"], kept["wasted_bytes"]) == (rows, buffer - rows), kept
+        assert kept["views_live"] == 1, kept
+        assert "kept = recon[:KEEP].detach()" in kept["views"][0]["name"], kept
+        assert kept["owner_dropped"]["seq"] < f["lingering_from"]["seq"], f
+    info, rc, rep = runs("kept_output_slices", "fixed")
+    assert rc == 0 and rep["findings"] == [], rep["findings"]
 
 
 def test_a_kept_graph_is_one_cause_named_by_its_holder(runs):

@@ -126,7 +126,11 @@
  *   counts every byte of it as held after its last use), so the two never
  *   report the same interval; if what is left does not outlast the grace,
  *   only the LINGER finding is reported. With `--rules pinned` alone nothing
- *   is cut.
+ *   is cut. A LINGER finding on a storage whose owner was dropped and whose
+ *   kept tensors cover less than pinned_ratio of it says so (its views,
+ *   covered and wasted bytes: "kept_part"): a slice kept unused after its
+ *   batch (`out[:8].detach()`, which PyTorch makes no view) lingers, and
+ *   pins the rest of the buffer with it.
  *
  * VT_CHECK_RULE_CYCLE (tensor annotations and a HOLDER_NEW flagged
  *   VT_HOLDER_GC_COLLECTION present): a storage freed by a garbage
@@ -408,8 +412,11 @@ typedef struct vt__check_finding {
     vt__check_path *paths;     /* shortest first, up to max_paths */
     size_t npaths;
 
-    /* PINNED only (0 / empty otherwise). The last_use_* fields above are
-     * the storage's last use over the whole trace, for information. */
+    /* PINNED only (0 / empty otherwise), and a LINGER finding's small kept
+     * part (vt__ck_linger_pinning: owner_drop_*, wasted/covered bytes,
+     * nviews_live, views; its owner dropped, what it keeps covers less than
+     * pinned_ratio of the storage). The last_use_* fields above are the
+     * storage's last use over the whole trace, for information. */
     uint64_t wasted_bytes;     /* bytes - covered_bytes, at path_seq */
     uint64_t covered_bytes;    /* union of the live views' extents in the storage */
     uint64_t owner_drop_seq;   /* TENSOR_DROP of the owner */
@@ -700,7 +707,8 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *       "freed": {"seq": N, "time_ns": N, "stack": STACK} | null,  (null: still alive)
  *       "linger_ns": N, "paused_ns": N, "byte_seconds": X,  (paused_ns: of
  *                                  linger_ns, vramtrace's own pauses)
- *       "wasted_bytes": N,                      (0 unless "pinned")
+ *       "wasted_bytes": N,                      (0 unless "pinned", or "linger"
+ *                                                with a "kept_part")
  *       "collected_by_gc": {"seq": N, "time_ns": N} | null,  (set for "cycle" only:
  *                                                the collection that freed it)
  *       "step": {"ns": N, "peak_bytes": N, "idle_pct": N} | null,  (set for
@@ -720,6 +728,12 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *           "views": [ {"id": N, "name": "...",
  *                       "view_of": {"id": N, "name": "..."} | null,
  *                       "addr": "0x...", "bytes": N, "covered_bytes": N} ] },
+ *       "kept_part": null | {                   ("linger" only: its owner dropped, the
+ *                                                tensors kept on it cover less than
+ *                                                pinned_ratio of it, at paths_at)
+ *           "owner_dropped": {"seq": N, "time_ns": N},
+ *           "covered_bytes": N, "wasted_bytes": N, "views_live": N,
+ *           "views": [ as "pinned" ] },
  *       "paths_at": "end" | N (seq),
  *       "paths": [ {"text": "...", "cycle": bool, "truncated": bool,
  *                   "steps": [ {"kind": "holder"|"tensor"|"storage",

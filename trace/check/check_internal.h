@@ -364,6 +364,15 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
                        vt__check_report *r);
 int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt__check_report *r);
+/* A LINGER finding ``f`` on storage ``sti`` whose owner was dropped by the
+ * moment its paths show (f->path_seq), and whose tensors alive then cover
+ * less than ``ratio`` of it: what the program keeps is a small part of the
+ * buffer (a slice of a batch's output kept in a list, ``out[:8].detach()``,
+ * which is no view to PyTorch), and a copy of it would let the rest go.
+ * Fills the finding's views, covered and wasted bytes and live count, and
+ * the owner's drop, as PINNED lists them (left 0 when they cover more).
+ * 0, or -ENOMEM. */
+int vt__ck_linger_pinning(ck_model *m, uint32_t sti, double ratio, vt__check_finding *f);
 /* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
 int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                       vt__check_report *r);

@@ -116,6 +116,8 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
         f->byte_seconds = (double)f->bytes * ((double)f->linger_ns / 1e9);
         f->path_seq = st->freed ? from_seq : UINT64_MAX;
         st->lingered = 1;
+        /* its owner dropped, what keeps it may be a small part of it */
+        rc = vt__ck_linger_pinning(m, (uint32_t)i, r->pinned_ratio, f);
     }
     free(gaps);
     return rc;

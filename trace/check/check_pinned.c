@@ -250,6 +250,23 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
     return pin_views_at(pr, f, f->path_seq);
 }
 
+/* View v is tensor node t (n) of storage st of ``bytes``: its extent as
+ * offsets into the storage, clipped. */
+static void view_extent(pin_view *v, uint32_t t, const ck_node *n, const ck_storage *st,
+                        uint64_t bytes)
+{
+    v->node = t;
+    uint64_t lo = 0, hi = 0;   /* bound means data_ptr >= addr; be safe anyway */
+    if (n->addr >= st->addr) {
+        lo = n->addr - st->addr;
+        hi = n->nbytes > UINT64_MAX - lo ? UINT64_MAX : lo + n->nbytes;
+    }
+    v->lo = lo < bytes ? lo : bytes;
+    v->hi = hi < bytes ? hi : bytes;
+    if (v->hi < v->lo)
+        v->hi = v->lo;
+}
+
 /* Collect the views of storage pr->sti that outlive its owner's drop, then
  * sweep their starts and stops in seq order. */
 static int pin_storage(pin_run *pr)
@@ -283,16 +300,7 @@ static int pin_storage(pin_run *pr)
             CK_GROW(p->xs, p->capxs, p->nxs + 2) < 0)
             return -ENOMEM;
         pin_view *v = &p->v[p->nv];
-        v->node = t;
-        uint64_t lo = 0, hi = 0;   /* bound means data_ptr >= addr; be safe anyway */
-        if (n->addr >= st->addr) {
-            lo = n->addr - st->addr;
-            hi = n->nbytes > UINT64_MAX - lo ? UINT64_MAX : lo + n->nbytes;
-        }
-        v->lo = lo < pr->bytes ? lo : pr->bytes;
-        v->hi = hi < pr->bytes ? hi : pr->bytes;
-        if (v->hi < v->lo)
-            v->hi = v->lo;
+        view_extent(v, t, n, st, pr->bytes);
         v->start_seq = n->new_seq > d_seq ? n->new_seq : d_seq;
         p->ev[p->nev++] = (pin_ev){ v->start_seq, n->new_seq > d_seq ? n->new_time : d_time,
                                     (uint32_t)p->nv, 1 };
@@ -358,6 +366,59 @@ static int pin_storage(pin_run *pr)
     return rc;
 }
 
+static void pin_scratch_free(pin_scratch *p)
+{
+    free(p->v);
+    free(p->ev);
+    free(p->xs);
+    free(p->cnt);
+    free(p->len);
+    free(p->live);
+    free(p->span);
+}
+
+int vt__ck_linger_pinning(ck_model *m, uint32_t sti, double ratio, vt__check_finding *f)
+{
+    const ck_storage *st = &m->st[sti];
+    if (st->ntensors < 2 || st->owner == CK_NONE)
+        return 0;
+    const ck_node *own = &m->nodes[st->owner];
+    uint64_t q = f->path_seq;
+    if (own->base_id || !own->dropped || own->drop_seq > q)
+        return 0;   /* a view's storage (its base's fate unknown), or the owner alive */
+    pin_scratch p;
+    memset(&p, 0, sizeof p);
+    pin_run pr = { .m = m, .p = &p, .sti = sti, .bytes = vt__ck_storage_bytes(st) };
+    int rc = 0;
+    for (uint32_t t = st->first_tensor; t != CK_NONE && !rc; t = m->nodes[t].next_bound) {
+        const ck_node *n = &m->nodes[t];
+        if (t == st->owner || n->new_seq > q || (n->dropped && n->drop_seq <= q))
+            continue;
+        if (CK_GROW(p.v, p.capv, p.nv + 1) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        pin_view *v = &p.v[p.nv++];
+        view_extent(v, t, n, st, pr.bytes);
+        v->start_seq = n->new_seq;
+    }
+    if (!rc && p.nv) {
+        rc = pin_views_at(&pr, f, q);
+        if (!rc && (double)f->covered_bytes < ratio * (double)pr.bytes) {
+            f->owner_drop_seq = own->drop_seq;
+            f->owner_drop_time_ns = own->drop_time;
+        } else {   /* they cover most of it: nothing to say */
+            free(f->views);
+            f->views = NULL;
+            f->nviews = 0;
+            f->nviews_live = 0;
+            f->covered_bytes = f->wasted_bytes = 0;
+        }
+    }
+    pin_scratch_free(&p);
+    return rc;
+}
+
 int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                        vt__check_report *r)
 {
@@ -387,12 +448,6 @@ int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *f
         pr.bytes = vt__ck_storage_bytes(st);
         rc = pin_storage(&pr);
     }
-    free(p.v);
-    free(p.ev);
-    free(p.xs);
-    free(p.cnt);
-    free(p.len);
-    free(p.live);
-    free(p.span);
+    pin_scratch_free(&p);
     return rc;
 }

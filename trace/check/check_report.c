@@ -253,6 +253,12 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                                    ? NO_HOLDER_FOUND
                                    : path;
             print_held_by(f, "     ", &g[k], held, (int)strlen(held));
+            const vt__check_finding *x = &r->findings[g[k].first];
+            if (x->rule == VT_CHECK_RULE_LINGER && x->nviews_live)   /* its kept part */
+                fprintf(f, "     what is kept is a small part: %s of %s in #%zu; a copy of it"
+                           " (.clone(), or .cpu()) would free the rest\n",
+                        vt__fmt_bytes(x->covered_bytes, b1), vt__fmt_bytes(x->bytes, b2),
+                        g[k].first + 1);
             print_older(f, "     ", "at its lines", older[k], older[ng + k]);
             continue;
         }
@@ -339,6 +345,30 @@ static void print_minor(FILE *f, const vt__check_report *r, const vt__snapshot_d
  * it) and its end (what saved the storage, the storage) and elides hops
  * between them, at arrows. */
 #define PATH_LINE_MAX 2048
+/* The live tensors a PINNED finding lists, or a LINGER finding whose kept
+ * tensors cover a small part of its storage: "kept by: tensor 'x' (view
+ * of 'big', 40 B of 4 KiB)", the largest first. */
+static void print_kept_by(FILE *f, const vt__check_finding *x)
+{
+    char b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
+    for (size_t v = 0; v < x->nviews; v++) {
+        const vt__check_view *w = &x->views[v];
+        fprintf(f, "   %s ", v ? "        " : "kept by:");
+        if (*w->name)
+            fprintf(f, "tensor '%s' (", w->name);
+        else
+            fprintf(f, "tensor #%" PRIu64 " (", w->id);
+        if (w->base_id && *w->base_name)
+            fprintf(f, "view of '%s', ", w->base_name);
+        else if (w->base_id)
+            fprintf(f, "view of #%" PRIu64 ", ", w->base_id);
+        fprintf(f, "%s of %s)\n", vt__fmt_bytes(w->bytes, b1), vt__fmt_bytes(x->bytes, b2));
+    }
+    if (x->nviews_live > x->nviews)
+        fprintf(f, "            ... and %u more view%s\n", x->nviews_live - (unsigned)x->nviews,
+                x->nviews_live - x->nviews == 1 ? "" : "s");
+}
+
 static void print_path_line(FILE *f, const vt__check_path *path)
 {
     static const char arrow[] = " \xe2\x86\x92 ";
@@ -474,28 +504,22 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                             vt__fmt_bytes(x->bytes, b2));
                 fprintf(f, "), %u tensor%s bound\n", x->ntensors, x->ntensors == 1 ? "" : "s");
             }
+            if (x->nviews_live) {   /* LINGER: what is kept is a small part (check_pinned.c) */
+                fprintf(f, "   owner dropped at seq %" PRIu64 " (%.3f s); what is kept of the"
+                           " storage covers %s of %s:\n",
+                        x->owner_drop_seq, rel_s(r, x->owner_drop_time_ns),
+                        vt__fmt_bytes(x->covered_bytes, b1), vt__fmt_bytes(x->bytes, b2));
+                print_kept_by(f, x);
+                fprintf(f, "   the other %s stay allocated only for %s: a copy of what is kept"
+                           " (.clone(), or .cpu()) would let them go\n",
+                        vt__fmt_bytes(x->wasted_bytes, b1), x->nviews_live == 1 ? "it" : "them");
+            }
         } else if (x->rule == VT_CHECK_RULE_PINNED) {
             fprintf(f, "   owner: tensor '%s' (#%" PRIu64 "), dropped at seq %" PRIu64
                        " (%.3f s), %u tensor%s bound\n", x->owner_name, x->owner_id,
                     x->owner_drop_seq, rel_s(r, x->owner_drop_time_ns), x->ntensors,
                     x->ntensors == 1 ? "" : "s");
-            for (size_t v = 0; v < x->nviews; v++) {
-                const vt__check_view *w = &x->views[v];
-                fprintf(f, "   %s ", v ? "        " : "kept by:");
-                if (*w->name)
-                    fprintf(f, "tensor '%s' (", w->name);
-                else
-                    fprintf(f, "tensor #%" PRIu64 " (", w->id);
-                if (w->base_id && *w->base_name)
-                    fprintf(f, "view of '%s', ", w->base_name);
-                else if (w->base_id)
-                    fprintf(f, "view of #%" PRIu64 ", ", w->base_id);
-                fprintf(f, "%s of %s)\n", vt__fmt_bytes(w->bytes, b1),
-                        vt__fmt_bytes(x->bytes, b2));
-            }
-            if (x->nviews_live > x->nviews)
-                fprintf(f, "            ... and %u more view%s\n", x->nviews_live - (unsigned)x->nviews,
-                        x->nviews_live - x->nviews == 1 ? "" : "s");
+            print_kept_by(f, x);
             fprintf(f, "   wasted: %s of %s (live views cover %s)\n",
                     vt__fmt_bytes(x->wasted_bytes, b1),
                     vt__fmt_bytes(x->bytes, b2),
@@ -733,6 +757,25 @@ static void json_path(FILE *f, const vt__check_path *p)
     fprintf(f, "]}");
 }
 
+/* "covered_bytes", "wasted_bytes", "views_live" and "views" of a PINNED
+ * finding, or of a LINGER one's kept part. */
+static void json_kept_views(FILE *f, const vt__check_finding *x)
+{
+    fprintf(f, "\"covered_bytes\":%" PRIu64 ",\"wasted_bytes\":%" PRIu64
+               ",\"views_live\":%u,\"views\":[",
+            x->covered_bytes, x->wasted_bytes, x->nviews_live);
+    for (size_t v = 0; v < x->nviews; v++) {
+        const vt__check_view *w = &x->views[v];
+        fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
+        vt__json_str(f, w->name);
+        fprintf(f, ",\"view_of\":");
+        json_tensor_ref(f, w->base_id, w->base_name);
+        fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64 ",\"covered_bytes\":%" PRIu64 "}",
+                w->addr, w->bytes, w->covered_bytes);
+    }
+    fputc(']', f);
+}
+
 static void json_pinned(FILE *f, const vt__check_finding *x)
 {
     fprintf(f, "{\"owner_dropped\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},\"since\":",
@@ -744,19 +787,19 @@ static void json_pinned(FILE *f, const vt__check_finding *x)
     else
         fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "}", x->pinned_until_seq,
                 x->pinned_until_time_ns);
-    fprintf(f, ",\"cut_at_last_use\":%s,\"covered_bytes\":%" PRIu64 ",\"wasted_bytes\":%" PRIu64
-               ",\"views_live\":%u,\"views\":[", x->pinned_cut ? "true" : "false",
-            x->covered_bytes, x->wasted_bytes, x->nviews_live);
-    for (size_t v = 0; v < x->nviews; v++) {
-        const vt__check_view *w = &x->views[v];
-        fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", v ? "," : "", w->id);
-        vt__json_str(f, w->name);
-        fprintf(f, ",\"view_of\":");
-        json_tensor_ref(f, w->base_id, w->base_name);
-        fprintf(f, ",\"addr\":\"0x%" PRIx64 "\",\"bytes\":%" PRIu64 ",\"covered_bytes\":%" PRIu64 "}",
-                w->addr, w->bytes, w->covered_bytes);
-    }
-    fprintf(f, "]}");
+    fprintf(f, ",\"cut_at_last_use\":%s,", x->pinned_cut ? "true" : "false");
+    json_kept_views(f, x);
+    fputc('}', f);
+}
+
+/* A LINGER finding's small kept part (vt__ck_linger_pinning): the owner's
+ * drop and the live tensors, as PINNED gives them. */
+static void json_kept_part(FILE *f, const vt__check_finding *x)
+{
+    fprintf(f, "{\"owner_dropped\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 "},",
+            x->owner_drop_seq, x->owner_drop_time_ns);
+    json_kept_views(f, x);
+    fputc('}', f);
 }
 
 /* One finding as a JSON object, after `sep`. */
@@ -805,6 +848,11 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     fprintf(f, ",\"wasted_bytes\":%" PRIu64 ",\"pinned\":", x->wasted_bytes);
     if (x->rule == VT_CHECK_RULE_PINNED)
         json_pinned(f, x);
+    else
+        fprintf(f, "null");
+    fprintf(f, ",\"kept_part\":");
+    if (x->rule == VT_CHECK_RULE_LINGER && x->nviews_live)
+        json_kept_part(f, x);
     else
         fprintf(f, "null");
     if (x->rule == VT_CHECK_RULE_CYCLE)
