@@ -89,6 +89,52 @@ static void site_finding_line(FILE *f, const vt__check_finding *x, bool by_time)
     fprintf(f, " (%s)\n", vt__check_rule_name(x->rule));
 }
 
+/* The line whose memory piled up step after step before the OOM: the
+ * largest alive at the OOM that the checker flags as alive after its last
+ * use (track()), or, without tensors, as never freed or growing step after
+ * step (judged by marks; by time, a program's one burst of allocations, a
+ * fragmentation test's kept blocks, is no such evidence). NULL: none. A fix
+ * that fits the request that failed only moves the OOM later while that
+ * line goes on piling up, so it is said first. */
+static const vt__oom_site *piled_up_site(const vt__oom_report *r)
+{
+    bool by_steps = r->check && r->check->nmarks > 0;
+    for (size_t i = 0; i < r->nsites; i++) {
+        const vt__oom_site *st = &r->sites[i];
+        const vt__check_finding *x = st->site_finding;
+        if (st->flagged || (by_steps && x && (x->rule == VT_CHECK_RULE_NEVER_FREED ||
+                                              x->rule == VT_CHECK_RULE_GROWTH)))
+            return st;
+    }
+    return NULL;
+}
+
+/* "  piled up before it: <line> ...": piled_up_site's line, with what the
+ * checker says of it. */
+static void piled_up_line(FILE *f, const vt__snapshot_data *s, const vt__oom_site *st)
+{
+    char b1[VT_FMT_BYTES_LEN], b2[VT_FMT_BYTES_LEN];
+    fputs("  piled up before it: ", f);
+    site_text(f, s, st->frame);
+    if (st->flagged) {
+        fprintf(f, ", %u allocation%s (%s) alive after their last use", st->flagged,
+                st->flagged == 1 ? "" : "s", vt__fmt_bytes(st->flagged_bytes, b1));
+        if (st->finding && st->finding->npaths) {
+            char path_text[512];
+            vt__check_path_format(&st->finding->paths[0], path_text, sizeof path_text);
+            fprintf(f, ", held by %s", path_text);
+        }
+    } else if (st->site_finding->rule == VT_CHECK_RULE_GROWTH) {
+        fprintf(f, ", growing %s per step (%s alive at the OOM)",
+                vt__fmt_bytes(st->site_finding->growth_per_step, b1),
+                vt__fmt_bytes(st->bytes, b2));
+    } else {
+        fprintf(f, ", never freed, %u allocations step after step (%s alive at the OOM)",
+                st->site_finding->nallocs, vt__fmt_bytes(st->bytes, b1));
+    }
+    fputs(": a fix that fits this request only moves the OOM later while it grows\n", f);
+}
+
 static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r)
 {
@@ -110,6 +156,9 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
             vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
             vt__fmt_bytes(r->free_smaller, b4));
+    const vt__oom_site *piled = piled_up_site(r);
+    if (piled)
+        piled_up_line(f, s, piled);
     if (r->replayed && r->reproduced && nfits(r)) {
         fputs("  fixes that fit, checked by replaying the run:", f);
         size_t k = 0;
@@ -232,6 +281,9 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     else if (!r->tensors && r->pytorch)
         fputs("  (no tensors recorded: which of these outlived their last use is not known; "
               "vramtrace run --track\n   records it, and then freeing them is tried too)\n", f);
+    const vt__oom_site *piled = piled_up_site(r);
+    if (piled)
+        piled_up_line(f, s, piled);
 
     if (!r->replayed) {
         fprintf(f, "what would have fit: %s\n", r->replay_err);

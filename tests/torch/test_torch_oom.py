@@ -58,6 +58,8 @@ def test_fragmentation_fits_with_expandable_segments_and_the_rerun_fits(tmp_path
     # run's end: the short form, naming the checked fix
     assert "the program ran out of device memory: 12 MiB asked" in err, err[-3000:]
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in err, err[-3000:]
+    # the blocks it keeps are no leak: nothing piled up step after step
+    assert "piled up" not in err, err[-3000:]
     j = oom_json(snap)
     assert j["allocator"] == "pytorch" and j["request"]["size"] == 12 << 20, j["request"]
     assert "oom_prog.py:" in j["request"]["line"], j["request"]
@@ -97,6 +99,34 @@ def test_a_kept_list_fits_only_when_the_flagged_storages_are_freed(tmp_path):
     free = next(f for f in j["fixes"] if f["kind"] == "free_flagged")
     assert free["storages"] >= top["flagged"] and free["peak_reserved"] < j["device"]["reserved"], free
     assert "fits" in run([CLI, "oom", snap])[1]
+    # run's end says first what piled up, and what holds it
+    line = next(i for i, t in enumerate(open(PROG), 1) if "# ACT_LINE" in t)
+    piled = next((t for t in err.splitlines() if t.startswith("  piled up before it: ")), "")
+    assert f"oom_prog.py:{line}" in piled and "alive after their last use, held by " in piled \
+        and "local 'history' \u2192 list[" in piled, err[-3000:]
+    assert piled.endswith("a fix that fits this request only moves the OOM later while it grows")
+    assert err.index("  piled up before it:") < err.index("  fixes that fit"), err[-3000:]
+
+
+def test_a_kept_list_without_track_is_said_to_pile_up_before_the_fixes(tmp_path):
+    """The same loop under plain `vramtrace run` (PyTorch's blocks, no
+    tensors): its end names the line that allocated step after step and
+    never freed before it lists the fixes that fit the request (a bigger
+    device fits it, and the next step's request would not fit again).
+    Found on pytorch/examples' VAE keeping each batch's reconstruction:
+    the fixes offered were expandable segments and a bigger device, and
+    the never-freed line was said only in `vramtrace oom`'s list."""
+    snap = str(tmp_path / "leak.vtsnap")
+    rc, out, err = prog("leak", snap)
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    line = next(i for i, t in enumerate(open(PROG), 1) if "# ACT_LINE" in t)
+    piled = next((t for t in err.splitlines() if t.startswith("  piled up before it: ")), "")
+    assert f"oom_prog.py:{line}" in piled, err[-3000:]
+    assert re.search(r", never freed, \d+ allocations step after step \([\d.]+ MiB alive at "
+                     r"the OOM\): a fix that fits", piled), piled
+    assert err.index("  piled up before it:") < err.index("  fixes that fit"), err[-3000:]
+    text = run([CLI, "oom", "--no-replay", snap])[1]
+    assert piled in text, text
 
 
 def test_activations_held_by_reference_cycles_fit_with_a_gc_collect_before_the_retry(tmp_path):
