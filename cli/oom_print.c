@@ -428,7 +428,11 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
             fputs(", \"site_finding\": null", f);
         fputc('}', f);
     }
-    fputs("]}, \"replay\": ", f);
+    const vt__oom_site *piled = piled_up_site(r);
+    if (piled)
+        fprintf(f, "], \"piled_up\": %zu}, \"replay\": ", (size_t)(piled - r->sites));
+    else
+        fputs("], \"piled_up\": null}, \"replay\": ", f);
     if (!r->replayed) {
         fputs("{\"error\": ", f);
         vt__json_str(f, r->replay_err);

@@ -124,11 +124,16 @@
     if (o.other) out.push(fmtBytes(o.other) + ' other processes or contexts');
     h += '<div>outside the cache: ' + (out.length ? esc(out.join('; ')) : 'nothing seen') + '</div>';
     h += '<div class="t">alive: ' + fmtBytes(x.alive.bytes) + ' in ' + x.alive.count + ' allocation' + (x.alive.count === 1 ? '' : 's') + '</div><ol class="oom-lines">';
-    for (const s of x.alive.lines.slice(0, 6)) {
+    const sited = (f) => f.rule === 'growth' ? 'grows ' + fmtBytes(f.growth_per_step) + (f.growth_window_ns ? ' per window' : ' per step')
+      : f.rule === 'never-freed' ? 'never freed, ' + f.allocations + ' allocations' : 'outlives its siblings';
+    x.alive.lines.slice(0, 6).forEach((s, i) => {
       h += '<li>' + fmtBytes(s.bytes) + ' &times;' + s.count + ' <span class="loc">' + esc(s.line || 'no stack') + '</span>' +
         (s.flagged ? '<div class="why">check: ' + s.flagged + ' alive after their last use (' + fmtBytes(s.flagged_bytes) + ')' +
-          (s.held_by ? '; held by ' + esc(s.held_by) : '') + '</div>' : s.tensor ? '<div class="none">' + esc(s.tensor) + '</div>' : '') + '</li>';
-    }
+          (s.held_by ? '; held by ' + esc(s.held_by) : '') + '</div>' : s.tensor ? '<div class="none">' + esc(s.tensor) + '</div>'
+          : s.site_finding ? '<div class="why">check: ' + esc(sited(s.site_finding)) + '</div>' : '') +
+        (x.alive.piled_up === i ? '<div class="why"><b>piled up before the OOM</b>: a fix for this request only moves the OOM later while it grows</div>' : '') +
+        '</li>';
+    });
     h += '</ol>';
     const rp = x.replay;
     if (rp.error) return h + '<div class="none">not replayed: ' + esc(rp.error) + '</div>';

@@ -127,6 +127,8 @@ def test_a_kept_list_without_track_is_said_to_pile_up_before_the_fixes(tmp_path)
     assert err.index("  piled up before it:") < err.index("  fixes that fit"), err[-3000:]
     text = run([CLI, "oom", "--no-replay", snap])[1]
     assert piled in text, text
+    alive = oom_json(snap)["alive"]
+    assert f"oom_prog.py:{line}" in alive["lines"][alive["piled_up"]]["line"], alive
 
 
 def test_activations_held_by_reference_cycles_fit_with_a_gc_collect_before_the_retry(tmp_path):

@@ -991,7 +991,21 @@ const tests = {
       await until(page, (ax) => document.getElementById('moment-label').textContent.includes('#' + ax), oom.ax);
       const rows = await page.evaluate(() => document.getElementById('top').textContent);
       check(rows.includes('14 allocations alive'), 'the table at the OOM: ' + rows);
+      // a fragmented cache is no leak: nothing piled up
+      check(!text.includes('piled up'), 'the fragmentation panel says something piled up: ' + text);
       await shot(page, 'oom');
+    });
+    // a line that kept memory step after step before the OOM: said on its line
+    const leakSnap = join(artifacts, 'oom_leak.vtsnap');
+    const leakHtml = join(artifacts, 'oom_leak.html');
+    execFileSync(process.env.VT_GEN, ['oom_leak', leakSnap], { stdio: 'pipe' });
+    viz(leakSnap, leakHtml);
+    await withPage(leakHtml, async (page) => {
+      const text = await page.evaluate(() => window.__vt.oomPanelText());
+      for (const want of ['keep_activation', 'check: never freed, 13 allocations',
+        'piled up before the OOM: a fix for this request only moves the OOM later while it grows']) {
+        check(text.includes(want), 'the panel lacks "' + want + '": ' + text);
+      }
     });
     // a page without an OOM has no panel
     const plain = makePage('oom_none', false);

@@ -26,6 +26,10 @@
  *       5 MiB blocks (load_batch), one of each kept, then 12 MiB blocks
  *       (forward) in segments of their own until the fifth runs out of
  *       memory (an OOM event; expandable segments fit in replay).
+ *   gen_snapshot oom_leak OUT.vtsnap
+ *       Fourteen marked steps on a 256 MiB device, each keeping a 16 MiB
+ *       block (keep_activation) never freed, then an OOM asking 16 MiB more:
+ *       the line that piled up before it.
  *   gen_snapshot run OUT.vtsnap [LOGITS_BYTES]
  *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
  *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
@@ -623,6 +627,29 @@ static void generate_edge(const char *kind)
         o->stack = st_big;
         o->aux = 256 * MiB - res;   /* the device's free bytes */
         o->aux2 = res;              /* reserved by the cache */
+    } else if (!strcmp(kind, "oom_leak")) {
+        /* A training loop that keeps a 16 MiB activation each step and never
+         * frees it (its temporaries come and go) runs out of memory on a
+         * 256 MiB device: the kept line piled up before the OOM. */
+        S->devices[0].total_bytes = 256 * MiB;
+        uint32_t st_keep = STACK("main", "train_step", "keep_activation");
+        uint32_t st_tmp = STACK("main", "train_step", "temporary");
+        uint32_t st_drop = STACK("main", "train_step", "drop_temporary");
+        uint64_t req = 0;
+        for (int step = 1; step <= 14; step++) {
+            char lab[16];
+            snprintf(lab, sizeof lab, "step %d", step);
+            mark(lab);
+            uint64_t t = alloc(MiB, st_tmp, 0);
+            alloc(16 * MiB, st_keep, 0);
+            release(t, MiB, st_drop, 0);
+            req = 16 * MiB;
+        }
+        vt__event *o = ev(VT_EV_OOM);
+        o->req_size = o->size = req;
+        o->stack = st_keep;
+        o->aux = 256 * MiB - reserved;   /* the device's free bytes */
+        o->aux2 = reserved;              /* reserved by the cache */
     } else if (!strcmp(kind, "observed")) {
         /* `vramtrace run` on a torch program: PyTorch's caching allocator
          * observed. Its tensors' blocks (VT_ALLOC_POOL_BLOCK) in a segment
@@ -684,13 +711,13 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "run", "observed" };
+                                         "python", "oom", "oom_leak", "run", "observed" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom|observed OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|observed OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
