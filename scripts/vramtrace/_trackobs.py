@@ -51,9 +51,10 @@ def load() -> Optional[Any]:
     _module = None
     try:
         source = _native_build.source(_SOURCE)
-        header = os.path.join(os.path.dirname(source), "tensor_facts.h")
+        headers = [os.path.join(os.path.dirname(source), h)
+                   for h in ("tensor_facts.h", "held_args.h")]
         lib = _native_build.build("trackobs", "vramtrace_trackobs", [source],
-                                  what="track()'s op observer", depends=[header],
+                                  what="track()'s op observer", depends=headers,
                                   python_module=True)
         _module = Observer(lib)
     except Exception as exc:   # noqa: BLE001 - any failure to build means: the mode

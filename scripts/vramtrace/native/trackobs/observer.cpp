@@ -65,6 +65,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "held_args.h"
 #include "tensor_facts.h"
 
 // torch/csrc/autograd/python_variable.h (libtorch_python), declared here:
@@ -73,6 +74,8 @@
 PyObject *THPVariable_Wrap(const at::TensorBase &var);
 
 namespace {
+
+using namespace vt_trackobs;   // held_args.h
 
 // What an operator (one schema, keyed by its name's address in the
 // registry) is to the tracker: the OpOverload the mode would have been given
@@ -193,33 +196,6 @@ thread_local int open_ops = 0;   // ops looked at, open on this thread
 // meanwhile, so that nothing lives longer than the program lets it (one that
 // died is never handed over, as the mode, which these calls hide themselves
 // from, never sees it).
-using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-
-using WeakStorage = c10::weak_intrusive_ptr<c10::StorageImpl>;
-
-// An op's arguments (or its outputs) held back, weakly: each argument a
-// tensor, a list of tensors, or anything else (handed over as None, as the
-// recording ignores it), and their tensors in order, a list's items in
-// order. An engine op's inputs keep their storages too, weakly: a backward
-// op reads a saved output through a tensor of its own (SavedVariable::unpack
-// makes one on the saved storage), dead by the hand-over; its storage, still
-// alive, is what the op used (storage_uses below). Inline for the few
-// arguments an op has: a backward holds dozens of ops a step, and a heap
-// block per argument was a good part of what holding one cost.
-struct HeldTensor {
-    std::optional<WeakImpl> tensor;       // nullopt: an undefined tensor
-    std::optional<WeakStorage> storage;   // its storage (engine inputs), nullopt: none
-};
-struct HeldArgs {
-    enum Kind : uint8_t { OTHER, TENSOR, LIST };
-    struct Arg {
-        Kind kind;
-        uint32_t n;   // its tensors (a list's items; a tensor: 1)
-    };
-    c10::SmallVector<Arg, 6> args;
-    c10::SmallVector<HeldTensor, 4> tensors;
-};
-
 // An op held back: handed over later with the tensors still alive then.
 struct Deferred {
     PyObject *func = nullptr;     // the OpOverload (kept for the process)
@@ -576,83 +552,6 @@ void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
         Py_XDECREF(tail[2]);
         Py_DECREF(callee);
     }
-}
-
-// ``values`` held weakly into ``held``; with ``storages``, each tensor's
-// storage too.
-void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool storages = false)
-{
-    auto hold = [&](const at::Tensor *t) {
-        HeldTensor &h = held.tensors.emplace_back();
-        if (t == nullptr || !t->defined())
-            return;
-        h.tensor.emplace(t->getIntrusivePtr());
-        if (storages && t->has_storage())
-            h.storage.emplace(t->storage().getWeakStorageImpl());
-    };
-    for (const c10::IValue &v : values) {
-        if (v.isTensor()) {
-            held.args.push_back({HeldArgs::TENSOR, 1});
-            hold(&v.toTensor());
-        } else if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
-                                        (v.toListRef()[0].isTensor() ||
-                                         v.toListRef()[0].isNone()))) {
-            c10::ArrayRef<c10::IValue> items = v.toListRef();
-            held.args.push_back({HeldArgs::LIST, static_cast<uint32_t>(items.size())});
-            for (const c10::IValue &item : items)
-                hold(item.isTensor() ? &item.toTensor() : nullptr);
-        } else {
-            held.args.push_back({HeldArgs::OTHER, 0});
-        }
-    }
-}
-
-// ``held`` as the op's arguments again: the tensors still alive, an
-// undefined tensor (None to the recording) for each one gone. Sets
-// ``alive`` and ``dead`` to the tensors found alive and gone. Where
-// ``storage_uses`` is given, a dead tensor whose storage (held with it) is
-// alive adds that storage to it: its StorageImpl and data pointer, read as
-// StorageImpl::data() reads it (a copy-on-write storage left as it is).
-std::vector<c10::IValue> revived(HeldArgs &held, size_t &alive, size_t &dead,
-                                 std::vector<uint64_t> *storage_uses = nullptr)
-{
-    alive = dead = 0;
-    std::vector<c10::IValue> out;
-    out.reserve(held.args.size());
-    size_t next = 0;   // the next of held.tensors
-    auto lock = [&]() -> at::Tensor {
-        HeldTensor &h = held.tensors[next++];
-        if (!h.tensor)
-            return at::Tensor();
-        auto t = h.tensor->lock();
-        if (t) {
-            alive++;
-            return at::Tensor(std::move(t));
-        }
-        dead++;
-        if (storage_uses != nullptr && h.storage) {
-            c10::intrusive_ptr<c10::StorageImpl> s = h.storage->lock();
-            if (s) {
-                storage_uses->push_back(reinterpret_cast<uintptr_t>(s.get()));
-                storage_uses->push_back(reinterpret_cast<uintptr_t>(s->data()));
-            }
-        }
-        return at::Tensor();
-    };
-    for (const HeldArgs::Arg &a : held.args) {
-        if (a.kind == HeldArgs::TENSOR) {
-            out.emplace_back(lock());
-        } else if (a.kind == HeldArgs::LIST) {
-            c10::List<at::Tensor> list;
-            list.reserve(a.n);
-            for (uint32_t k = 0; k < a.n; k++)
-                list.push_back(lock());
-            out.emplace_back(std::move(list));
-        } else {
-            out.emplace_back();
-        }
-    }
-    return out;
 }
 
 // The Python object a tensor has now, without making one (nullptr: none),
