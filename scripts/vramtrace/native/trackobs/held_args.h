@@ -20,7 +20,7 @@
 #include <optional>
 #include <vector>
 
-namespace vt_trackobs {
+namespace trackobs {
 
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
@@ -126,6 +126,6 @@ std::vector<c10::IValue> revived(HeldArgs &held, size_t &alive, size_t &dead,
     return out;
 }
 
-}  // namespace vt_trackobs
+}  // namespace trackobs
 
 #endif

@@ -75,7 +75,7 @@ PyObject *THPVariable_Wrap(const at::TensorBase &var);
 
 namespace {
 
-using namespace vt_trackobs;   // held_args.h
+using namespace trackobs;   // held_args.h
 
 // What an operator (one schema, keyed by its name's address in the
 // registry) is to the tracker: the OpOverload the mode would have been given
