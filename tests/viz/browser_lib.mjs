@@ -15,17 +15,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-export const CHROMIUM = process.env.VT_CHROMIUM || '/usr/bin/chromium';
-export const SKIP = 77;
-export const name = process.argv[2];
+const CHROMIUM = process.env.VT_CHROMIUM || '/usr/bin/chromium';
+const SKIP = 77;
+const name = process.argv[2];
 export const here = process.env.VT_VIZ_TESTS || new URL('.', import.meta.url).pathname;
 export const artifacts = process.env.VT_ARTIFACTS || join(tmpdir(), 'vt-viz-artifacts');
 
-export function skip(msg) {
+function skip(msg) {
   console.log('SKIP: ' + msg);
   process.exit(SKIP);
 }
-export function fail(msg) {
+function fail(msg) {
   console.error('FAIL: ' + msg);
   process.exitCode = 1;
   throw new Error(msg);
@@ -35,7 +35,7 @@ export function check(cond, msg) {
 }
 
 if (!existsSync(CHROMIUM)) skip(CHROMIUM + ' not found (apt-get install -y chromium)');
-export let playwright;
+let playwright;
 try {
   playwright = createRequire(join(here, 'package.json'))('playwright-core');
 } catch (e) {

@@ -13,7 +13,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
-import { artifacts, canvasStats, check, checkJson, checkText, clickLifetime, here, hoverTip, makePage, name, open, runTest, shot, until, viz, wheelAt, withPage } from './browser_lib.mjs';
+import { artifacts, canvasStats, check, checkJson, checkText, clickLifetime, hoverTip, makePage, open, runTest, shot, until, viz, wheelAt, withPage } from './browser_lib.mjs';
 
 const tests = {
   async page_loads_offline() {

@@ -9,7 +9,7 @@
 
 import { join } from 'node:path';
 
-import { artifacts, canvasStats, check, checkJson, checkText, expandFindings, here, hoverTip, name, pythonTests, runTest, runTorch, shot, until, viz, withPage } from './browser_lib.mjs';
+import { artifacts, canvasStats, check, checkJson, checkText, expandFindings, here, hoverTip, pythonTests, runTest, runTorch, shot, until, viz, withPage } from './browser_lib.mjs';
 
 const tests = {
   async cpu_storages_have_their_own_lane() {
