@@ -64,16 +64,17 @@ class _Marks:
         # are not recorded.
         # What the op observer holds back (a backward's ops) is recorded
         # first, as the program's: recording is off for the mark's own work.
-        # (the books' fields read and written here directly, not through
-        # the tracker's properties: every Python call a mark makes costs it
-        # about a microsecond, its step having pushed it out of the caches)
-        fast = books = self._fast
+        # (the books' fields read and written here on the Dispatcher itself,
+        # not through the tracker's properties: every Python call a mark
+        # makes costs it about a microsecond, its step having pushed it out
+        # of the caches)
+        fast = self._fast
         fast.flush()
         _gc_hold.program_read()   # what reading the program's objects makes is its own
-        recording, books.recording = books.recording, False
+        recording, fast.recording = fast.recording, False
         # another thread's op meanwhile waits for the mark (the op observer)
         # instead of going unrecorded: the mark's Python lets the GIL go
-        marking, books.marking = books.marking, threading.get_ident()
+        marking, fast.marking = fast.marking, threading.get_ident()
         switch = sys.getswitchinterval()
         sys.setswitchinterval(max(switch, _MARK_SWITCH_S))
         began, began_wall = time.process_time(), time.perf_counter()
@@ -90,7 +91,7 @@ class _Marks:
             self._credit = min(self._credit + self.walk_fraction * own,
                                max(1.0, self.snapshot_walk_s))
         try:
-            threshold = books.epoch
+            threshold = fast.epoch
             if kind == "mark":
                 self._next_tick = _NO_TICK
                 self._marked_at.append(began_wall)
@@ -100,7 +101,7 @@ class _Marks:
             # keeps); timed until the program marks. A snapshot ends no step.
             self._grads_follow_parameters(threshold, self._next_tick != _NO_TICK)
             if kind in ("mark", "tick"):
-                books.epoch += 1
+                fast.epoch += 1
             try:
                 self._sweep(kind in ("snapshot", "tick"))
                 # before a walk: the references it records name these tensors
@@ -118,8 +119,8 @@ class _Marks:
                 self._warn(f"vramtrace.torch: holder walk at {kind} {arg!r} failed: {exc!r}", 3)
         finally:
             sys.setswitchinterval(switch)
-            books.recording = recording
-            books.marking = marking
+            fast.recording = recording
+            fast.marking = marking
             end, end_wall = time.process_time(), time.perf_counter()
             self.walk_seconds += end - began
             self._last_mark_end = (end, end_wall)

@@ -49,9 +49,21 @@ struct HeldArgs {
     c10::SmallVector<HeldTensor, 4> tensors;
 };
 
+// Whether ``v`` is an argument the recording reads as a list of tensors: a
+// Tensor[] or Tensor?[] (a list whose first item is a tensor or None).
+inline bool is_tensor_list(const c10::IValue &v)
+{
+    if (v.isTensorList())
+        return true;
+    if (!v.isList() || v.toListRef().empty())
+        return false;
+    const c10::IValue &first = v.toListRef()[0];
+    return first.isTensor() || first.isNone();
+}
+
 // ``values`` held weakly into ``held``; with ``storages``, each tensor's
 // storage too.
-void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool storages = false)
+inline void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool storages = false)
 {
     auto hold = [&](const at::Tensor *t) {
         HeldTensor &h = held.tensors.emplace_back();
@@ -65,9 +77,7 @@ void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool storage
         if (v.isTensor()) {
             held.args.push_back({HeldArgs::TENSOR, 1});
             hold(&v.toTensor());
-        } else if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
-                                        (v.toListRef()[0].isTensor() ||
-                                         v.toListRef()[0].isNone()))) {
+        } else if (is_tensor_list(v)) {
             c10::ArrayRef<c10::IValue> items = v.toListRef();
             held.args.push_back({HeldArgs::LIST, static_cast<uint32_t>(items.size())});
             for (const c10::IValue &item : items)
@@ -84,7 +94,7 @@ void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool storage
 // ``storage_uses`` is given, a dead tensor whose storage (held with it) is
 // alive adds that storage to it: its StorageImpl and data pointer, read as
 // StorageImpl::data() reads it (a copy-on-write storage left as it is).
-std::vector<c10::IValue> revived(HeldArgs &held, size_t &alive, size_t &dead,
+inline std::vector<c10::IValue> revived(HeldArgs &held, size_t &alive, size_t &dead,
                                  std::vector<uint64_t> *storage_uses = nullptr)
 {
     alive = dead = 0;

@@ -465,8 +465,7 @@ struct Wrapper {
     {
         if (v.isTensor())
             return wrap(v.toTensor());
-        if (v.isTensorList() || (v.isList() && v.toListRef().size() > 0 &&
-                                 (v.toListRef()[0].isTensor() || v.toListRef()[0].isNone()))) {
+        if (is_tensor_list(v)) {
             c10::ArrayRef<c10::IValue> items = v.toListRef();
             PyObject *list = PyList_New(static_cast<Py_ssize_t>(items.size()));
             if (list == nullptr)
@@ -625,7 +624,7 @@ bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
         if (v.isTensor()) {
             if (!add(v.toTensor()))
                 return whole();
-        } else if (v.isTensorList() || v.isList()) {
+        } else if (is_tensor_list(v)) {
             for (const c10::IValue &item : v.toListRef())
                 if (item.isTensor() && !add(item.toTensor()))
                     return whole();
