@@ -375,14 +375,15 @@ def test_bases_only_views_keep_leave_the_credit_a_walk_needs(real_lib, observer,
     came, it took the credit each walk waited for (actor_critic.py, a view
     of each step's critic output kept: 9 passes for bases and 1 walk in 60
     marks under run --track)."""
-    from vramtrace.torch import _storages
+    from vramtrace.torch import _storages, _walks
     monkeypatch.setattr(_storages, "_BASES_PASS_S", 1e9)
     with vtt.track(walk_fraction=0.25) as tr:
         kept = _rows_of_batches(tr, 3)[0]
         waiting = _bases_of(tr, {tr.tensor_id(t) for t in kept})
         assert waiting, "no base waits for its pass"
         postponed = tr.base_drops_postponed
-        tr._credit = tr._pass_cost + tr._least_walk_cost() if walk_left else 1.5 * tr._pass_cost
+        tr._credit = (tr._pass_cost * (1 + _walks._LEAST_WALK_PASSES) if walk_left
+                      else 1.5 * tr._pass_cost)
         tr._sweep()
         owners = _owners(tr)
         if walk_left:
@@ -401,7 +402,7 @@ def test_bases_only_views_keep_wait_for_a_mark_whose_credit_pays_the_heap_pass(
     the walks' credit: marks that cannot pay leave the bases in the books,
     and the first that can drops them all in one pass (or the first a
     second after the last pass, which this loop never reaches)."""
-    from vramtrace.torch import _storages
+    from vramtrace.torch import _storages, _walks
     monkeypatch.setattr(_storages, "_BASES_PASS_S", 1e9)
     with vtt.track(walk_fraction=0.25) as tr:
         kept, out = _rows_of_batches(tr, 4)

@@ -249,7 +249,7 @@ class _Marks:
         """Whether the walks' credit pays for a pass over the collector's
         objects (a mark's heap pass besides the walk: the models' lookup,
         the bases only views keep) and still a walk's first level after it
-        (_least_walk_cost); always without a time budget. Paid as soon
+        (_walks._LEAST_WALK_PASSES); always without a time budget. Paid as soon
         as a pass's worth came, such a pass took the credit every walk
         waited for: actor_critic.py keeps a view of each step's critic
         output, whose base only the view keeps, and its run --track made 9

@@ -491,11 +491,6 @@ class _Walks:
             if added >= _GROWING_WALKED_ALL:
                 break
 
-    def _least_walk_cost(self) -> float:
-        """What the least walk costs: a level of one start and one more
-        (the containers, then what owns them), in the walks' CPU time."""
-        return self._pass_cost * _LEAST_WALK_PASSES
-
     def _walk_stale(self, threshold: int, final: bool = False, until: Optional[float] = None,
                     clock: Callable[[], float] = _cpu_clock) -> None:
         """Walk the holders of the stale tensors from the walks' credit
@@ -506,7 +501,8 @@ class _Walks:
         budgeted = not final and until is None and self.walk_fraction is not None
         forced = budgeted and self._half_ring_since(self._walked_at) is not None
         if budgeted and not forced and self._credit < self._pass_cost * _LEAST_WALK_PASSES:
-            # No walk of any start fits the credit: postponed before the
+            # No walk of any start fits the credit (the least walk's cost:
+            # _LEAST_WALK_PASSES heap passes): postponed before the
             # stale set is read, which costs a pass over every storage and
             # grows with what the program keeps (a loop that keeps a tensor
             # a step paid 1.7 ms a mark at 1,000 kept, never walking, and
