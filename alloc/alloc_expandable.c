@@ -563,6 +563,31 @@ static vt__block *unmap_free_chunks(vt__heap *h, vt__segment *s, vt__block *b, u
     return b->next;
 }
 
+/* cuMemUnmap does not wait for work still queued on the memory (an H200,
+ * driver 580: the fact unmap_while_queued in tests/gpucheck/driver_facts.c;
+ * the queued work then faults, and the context with it). So a range waits
+ * for its stream before it gives chunks back, as PyTorch's expandable
+ * segments do. Only the range's own stream can still touch a free block:
+ * one used on other streams stays pending until they reached its free
+ * (alloc_fence.c). A range of memory of no stream (cudaMalloc's, usable on
+ * any) or of another thread's per-thread stream (which cannot be named from
+ * here) waits for the whole device. Nothing may wait while a capture is
+ * underway (synchronizing a capturing stream invalidates the capture): the
+ * range keeps its chunks then. A dead range's stream was waited for when it
+ * was destroyed (alloc_stream.c). */
+int vt__expandable_wait(vt__heap *h, const vt__segment *s)
+{
+    if (s->dead)
+        return 0;
+    uint64_t raw = vt__stream_raw(s->stream);
+    bool whole_device = s->stream == VT_NO_STREAM_KEY
+                        || ((s->stream & VT_PTDS_KEY_BIT) && raw != 2);
+    if (whole_device ? vt__heap_any_capturing(h) : vt__backend_stream_capturing(h->device, raw))
+        return VT_WAIT_CAPTURING;
+    return whole_device ? vt__backend_device_sync(h->device)
+                        : vt__backend_stream_sync(h->device, raw);
+}
+
 void vt__expandable_shrink(vt__heap *h)
 {
     uint64_t g = h->vmm_gran;
@@ -572,6 +597,8 @@ void vt__expandable_shrink(vt__heap *h)
         vt__segment *s = h->segs[i];
         /* a wholly free range goes back whole (vt__seg_unused) */
         if (!s->va_size || s->dead || vt__seg_unused(s))
+            continue;
+        if (!vt__expandable_free_chunks(h, s) || vt__expandable_wait(h, s))
             continue;
         for (vt__block *b = s->first; b;)
             b = b->state == VT_B_FREE ? unmap_free_chunks(h, s, b, g) : b->next;

@@ -80,7 +80,7 @@ static vt__fence *fence_new(uint32_t nstreams)
 }
 
 /* Is any stream this heap fences capturing (the legacy one included)? */
-static bool any_capturing(vt__heap *h)
+bool vt__heap_any_capturing(vt__heap *h)
 {
     if (vt__backend_stream_capturing(h->device, 0))
         return true;
@@ -132,7 +132,7 @@ static void finish_pending(vt__heap *h, vt__block *b)
  * stream announced on this device. */
 void vt__record_batch_fence(vt__heap *h)
 {
-    if (any_capturing(h))
+    if (vt__heap_any_capturing(h))
         return;   /* retried at the next poll, once the captures ended */
     vt__fence *f = fence_new((uint32_t)h->nstreams + 1);
     if (!f)

@@ -348,7 +348,14 @@ uint64_t vt__expandable_free_chunks(const vt__heap *h, const vt__segment *s);
 /* Under the lock: unmap the whole free chunks of every range that holds an
  * allocated or pending block (a wholly free one goes back whole). */
 void vt__expandable_shrink(vt__heap *h);
-/* A detached range, lock dropped: unmap everything, free its addresses. */
+/* Wait for the work that may still use range s's memory, before any of it
+ * is unmapped. @return 0: done; VT_WAIT_CAPTURING: a capture is underway,
+ * nothing may wait (the range keeps its memory for now); else the driver's
+ * error. */
+#define VT_WAIT_CAPTURING (-1)
+int vt__expandable_wait(vt__heap *h, const vt__segment *s);
+/* A detached range, lock dropped, its work waited for: unmap everything,
+ * free its addresses. */
 int vt__expandable_release(vt__heap *h, vt__segment *s);
 /* Under the lock: trace a range going back whole (a SEGMENT_FREE per traced
  * mapping, so that each matches its SEGMENT_ALLOC). */
@@ -402,6 +409,9 @@ int vt__fence_record_use(vt__heap *h, vt__block *b, uint64_t key);
 int vt__block_use_stream(vt__block *b, uint64_t key);
 /* Record the fence of the unknown-stream batch now. */
 void vt__record_batch_fence(vt__heap *h);
+/* Is any stream of the device capturing into a graph (the legacy one
+ * included)? Then nothing may be recorded on it or waited for. */
+bool vt__heap_any_capturing(vt__heap *h);
 /* Retire completed fences (wait: block until every one completed). */
 void vt__poll_fences(vt__heap *h, bool wait);
 void vt__heap_sync_begin(vt__heap *h, bool all);

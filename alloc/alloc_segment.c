@@ -143,10 +143,18 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
         return 0;
     int rc = 0;
     uint64_t n = 0;
+    vt__segment *deferred = NULL;
     vt__heap_unlock(h);
     while (list) {
         vt__segment *s = list;
         list = s->next;
+        /* a range whose work cannot be waited for during a capture goes
+         * back at a later release, as a dead segment that became free does */
+        if (s->va_size && vt__expandable_wait(h, s) == VT_WAIT_CAPTURING) {
+            s->next = deferred;
+            deferred = s;
+            continue;
+        }
         int r = s->va_size ? vt__expandable_release(h, s) : vt__backend_free(h->device, s->addr);
         if (r && !rc)
             rc = r;
@@ -157,6 +165,12 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
     }
     vt__heap_lock(h);
     h->num_backend_frees += n;
+    while (deferred) {
+        vt__segment *s = deferred;
+        deferred = s->next;
+        s->next = h->retired;
+        h->retired = s;
+    }
     return rc;
 }
 

@@ -72,6 +72,8 @@ int vt__backend_event_sync(int device, void *event);
 int vt__backend_event_destroy(int device, void *event);
 /* Wait for all work queued on a (still existing) stream. */
 int vt__backend_stream_sync(int device, uint64_t stream);
+/* Wait for all work queued on the device (its primary context). */
+int vt__backend_device_sync(int device);
 /* Is `stream` capturing into a graph (or, the legacy stream, unusable while
  * a blocking stream captures)? Then nothing may be recorded on it or waited
  * for: 1. Else 0 (also when the driver cannot tell). */

@@ -353,6 +353,14 @@ int vt__backend_stream_sync(int device, uint64_t stream)
     return r;
 }
 
+int vt__backend_device_sync(int device)
+{
+    int r;
+    IN_CONTEXT_RELAXED(device, r, d->cuCtxSynchronize ? d->cuCtxSynchronize()
+                                                      : CUDA_ERROR_NOT_SUPPORTED);
+    return r;
+}
+
 int vt__backend_stream_capturing(int device, uint64_t stream)
 {
     const vt__driver_api *drv = vt__driver();

@@ -365,6 +365,15 @@ int vt__backend_stream_sync(int device, uint64_t stream)
     return 0;
 }
 
+int vt__backend_device_sync(int device)
+{
+    host_device *hd = dev_of(device);
+    if (!hd)
+        return HOST_ERR_INVALID_DEVICE;
+    hd->calls.device_syncs++;
+    return 0;
+}
+
 /* A recorded program's streams are never captured into a graph here. */
 int vt__backend_stream_capturing(int device, uint64_t stream)
 {

@@ -37,7 +37,7 @@ typedef struct vt__host_calls {
     uint64_t failed_mallocs;   /* allocations refused: over capacity */
     uint64_t frees;
     uint64_t event_creates, event_records, event_queries, event_syncs;
-    uint64_t stream_syncs;
+    uint64_t stream_syncs, device_syncs;
     uint64_t mem_infos;
     uint64_t va_reserves, va_frees; /* expandable segments' address ranges */
     uint64_t maps, unmaps;          /* chunks mapped / unmapped */

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -548,6 +549,51 @@ static void ipc_event_handles(void)
     kv("destroy_plain", cudaEventDestroy(plain));
 }
 
+/* cuMemUnmap of memory a stream still has queued work on (what the
+ * simulator assumes, sim_vmm.c; PyTorch's expandable segments synchronize
+ * the stream first, saying unmapping "does not appear to synchronize in all
+ * cases"): a host function holds the stream 300 ms, a memset of the mapping
+ * waits behind it, and the mapping is unmapped at once. `waited`: whether
+ * the unmap returned only after the host function (it took 150 ms or more). */
+static void CUDART_CB hold_stream(void *arg)
+{
+    (void)arg;
+    struct timespec t = { 0, 300 * 1000 * 1000 };
+    nanosleep(&t, NULL);
+}
+
+static void unmap_while_queued(void)
+{
+    kv("init", cudaFree(0));
+    CUdevice dev = 0;
+    cuCtxGetDevice(&dev);
+    CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { CU_MEM_LOCATION_TYPE_DEVICE, dev } };
+    size_t g = 0;
+    kv("gran", cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    kv("reserve", cuMemAddressReserve(&va, g, 0, 0, 0));
+    kv("create", cuMemCreate(&h, g, &prop, 0));
+    kv("map", cuMemMap(va, g, 0, h, 0));
+    kv("release", cuMemRelease(h));
+    CUmemAccessDesc access = { .location = prop.location,
+                               .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    kv("access", cuMemSetAccess(va, g, &access, 1));
+    cudaStream_t s = stream(cudaStreamNonBlocking);
+    kv("hold", cudaLaunchHostFunc(s, hold_stream, NULL));
+    kv("memset", cudaMemsetAsync((void *)(uintptr_t)va, 1, g, s));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kv("unmap", cuMemUnmap(va, g));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    kv("waited", ms >= 150);
+    kv("sync", cudaStreamSynchronize(s));
+    kv("last", cudaGetLastError());
+    kv("after", cudaMemset((void *)(uintptr_t)0, 0, 0));
+}
+
 struct fact {
     const char *name;
     void (*run)(void);
@@ -577,6 +623,7 @@ static const struct fact facts[] = {
     {"malloc_async_footprint", malloc_async_footprint},
     {"device_limits", device_limits},
     {"ipc_event_handles", ipc_event_handles},
+    {"unmap_while_queued", unmap_while_queued},
 };
 
 int main(int argc, char **argv)

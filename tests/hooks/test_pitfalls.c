@@ -535,8 +535,12 @@ TEST(mem_get_info_counts_cache_as_free)
     ASSERT_EQ(t0, t1);
     /* The segment is still held, and counted free: the free bytes did not
      * drop by its 64 MiB. Not to the byte: a real driver's first allocation
-     * takes memory of its own (8 MiB on an H200, driver 580). */
-    ASSERT_MSG(f1 <= f0 && f0 - f1 < ((size_t)32 << 20),
+     * takes memory of its own (8 MiB on an H200, driver 580), and the free
+     * bytes are the whole device's, moved by other processes too (on an
+     * H200, 2026-12-04, they rose by 26 MiB between the two readings while
+     * the suite's previous test process went away). */
+    size_t moved = f1 > f0 ? f1 - f0 : f0 - f1;
+    ASSERT_MSG(moved < ((size_t)32 << 20),
                "free bytes %zu before, %zu with the segment cached", f0, f1);
     simcuda_counters c = sim();
     ASSERT_GE(c.bytes_in_use, (size_t)64 << 20);    /* the device does hold it */
