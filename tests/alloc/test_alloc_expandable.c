@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "alloc_internal.h"
 #include "allocator.h"
@@ -350,6 +351,111 @@ TEST(threads_growing_and_shrinking_ranges_keep_the_heap_consistent)
     ASSERT_EQ(vt_empty_cache(0), 0);
     ASSERT_EQ(reserved(), 0);
     ASSERT_EQ(sim().bytes_in_use, 0);
+    CHECK_INVARIANTS();
+}
+
+/* cuMemUnmap does not wait for work still queued on the memory (an H200:
+ * tests/gpucheck's fact unmap_while_queued; the simulator likewise): a
+ * chunk given back while a memset of a block freed on the range's stream
+ * still waits behind a slow host function would fault. */
+static void CUDART_CB hold_stream_100ms(void *arg)
+{
+    (void)arg;
+    usleep(100 * 1000);
+}
+
+/* A block of stream A freed while a memset of it is still queued there,
+ * next to one still allocated (keep_other) or alone in its range. */
+static cudaStream_t freed_with_work_queued(bool keep_other, char **other)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    cudaStream_t A = new_stream();
+    char *a = vt_malloc(8 * MiB, 0, A);
+    *other = vt_malloc(2 * MiB, 0, A);
+    ASSERT(a && *other);
+    if (!keep_other) {
+        vt_free(*other, 0, 0, A);
+        *other = NULL;
+    }
+    ASSERT_OK(cudaLaunchHostFunc(A, hold_stream_100ms, NULL));
+    ASSERT_OK(cudaMemsetAsync(a, 1, 8 * MiB, A));
+    vt_free(a, 0, 0, A);
+    return A;
+}
+
+TEST(a_range_waits_for_its_stream_before_it_unmaps_free_chunks)
+{
+    char *other;
+    cudaStream_t A = freed_with_work_queued(true, &other);
+    uint64_t r0 = reserved();
+    simcuda_counters c0 = sim();
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), r0 - 8 * MiB);   /* the freed block's chunks went back */
+    simcuda_counters c1 = sim();
+    ASSERT_GE(c1.stream_syncs - c0.stream_syncs, 1);
+    ASSERT_EQ(c1.illegal_addresses, 0);    /* the memset ran before the unmap */
+    ASSERT_OK(cudaStreamSynchronize(A));
+    vt_free(other, 0, 0, A);
+    CHECK_INVARIANTS();
+}
+
+TEST(a_wholly_free_range_waits_for_its_stream_before_it_goes_back)
+{
+    char *other;
+    cudaStream_t A = freed_with_work_queued(false, &other);
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), 0);
+    ASSERT_EQ(sim().illegal_addresses, 0);
+    ASSERT_OK(cudaStreamSynchronize(A));
+    CHECK_INVARIANTS();
+}
+
+/* While the range's stream captures into a graph nothing may wait for it
+ * (synchronizing a capturing stream invalidates the capture): empty_cache
+ * leaves its chunks mapped, and they go back once the capture ended. */
+TEST(a_range_keeps_its_chunks_while_its_stream_captures)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    cudaStream_t A = new_stream();
+    char *a = vt_malloc(8 * MiB, 0, A), *b = vt_malloc(2 * MiB, 0, A);
+    ASSERT(a && b);
+    vt_free(a, 0, 0, A);
+    uint64_t r0 = reserved();
+    ASSERT_OK(cudaStreamBeginCapture(A, cudaStreamCaptureModeRelaxed));
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), r0);
+    cudaGraph_t g = NULL;
+    ASSERT_OK(cudaStreamEndCapture(A, &g));   /* not invalidated */
+    ASSERT_OK(cudaGraphDestroy(g));
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), r0 - 8 * MiB);
+    vt_free(b, 0, 0, A);
+    CHECK_INVARIANTS();
+}
+
+/* A wholly free range found during a capture: it is taken out of the cache
+ * (the books count it given back) but stays mapped until a release after
+ * the capture. */
+TEST(a_wholly_free_range_found_during_a_capture_goes_back_after_it)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    cudaStream_t A = new_stream();
+    uint64_t base = sim().bytes_in_use;
+    char *a = vt_malloc(8 * MiB, 0, A);
+    ASSERT(a);
+    vt_free(a, 0, 0, A);
+    ASSERT_OK(cudaStreamBeginCapture(A, cudaStreamCaptureModeRelaxed));
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(sim().bytes_in_use, base + 8 * MiB);   /* still mapped */
+    cudaGraph_t g = NULL;
+    ASSERT_OK(cudaStreamEndCapture(A, &g));
+    ASSERT_OK(cudaGraphDestroy(g));
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(sim().bytes_in_use, base);
+    ASSERT_EQ(reserved(), 0);
     CHECK_INVARIANTS();
 }
 

@@ -220,7 +220,7 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:                 v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:             v = 2619000; break;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:       v = 5120; break;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:                 v = 50 << 20; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:                 v = 60 << 20; break;   /* an H200: fact device_limits */
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = SIM_THREADS_PER_SM; break;
     case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:            v = 2; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:            v = 1; break;
@@ -312,6 +312,7 @@ void sim_device_reset(sim_device *dev)
     sim_device_destroy_user_streams(dev);
     sim_device_sync(dev);
     sim_mem_release_all(dev);
+    atomic_store(&dev->fault, CUDA_SUCCESS);   /* a reset is how a program recovers */
 }
 
 SIM_API CUresult cuCtxGetCurrent(CUcontext *pctx)
@@ -395,7 +396,7 @@ static CUresult ctx_sync(CUcontext ctx)
     SIM_TRY(sim_capture_unsafe_call());
     SIM_COUNT(c->dev, device_syncs);
     sim_device_sync(c->dev);
-    return CUDA_SUCCESS;
+    return sim_device_fault(c->dev);
 }
 
 SIM_API CUresult cuCtxGetDevice(CUdevice *device)                 { return ctx_device(device, NULL); }

@@ -206,6 +206,7 @@ SIM_API CUresult cuEventQuery(CUevent h)
     sim_event *ev;
     bool done;
     SIM_TRY(event_state(h, true, &ev, &done));
+    SIM_TRY(sim_device_fault(ev->dev));
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -224,7 +225,7 @@ SIM_API CUresult cuEventSynchronize(CUevent h)
         sim_stream_wait(s, seq);
         sim_stream_unref(s);
     }
-    return CUDA_SUCCESS;
+    return sim_device_fault(ev->dev);
 }
 
 static CUresult elapsed(float *ms, CUevent hs, CUevent he)

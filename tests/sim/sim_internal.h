@@ -231,6 +231,10 @@ struct sim_device {
     size_t            small_bytes;       /* under mem_lock: small allocations' charges */
     size_t            pool_bytes;        /* under mem_lock: pool allocations' charges */
     simcuda_counters  stats;             /* fields updated with relaxed atomics */
+    atomic_int        fault;             /* sticky error of the context (device work
+                                            hit unmapped memory: sim_vmm.c); every
+                                            later sync and enqueue returns it, until
+                                            the primary context is reset */
 };
 
 extern sim_device  sim_devices[SIM_MAX_DEVICES];
@@ -297,6 +301,22 @@ CUresult sim_mem_map_shared(sim_device *dev, int fd, size_t size, size_t span, u
 /* sim_vmm.c */
 /* The cuMemMap mapping holding ptr (one handle's pages), or CUDA_ERROR_NOT_FOUND. */
 CUresult sim_vmm_mapping_range(uintptr_t ptr, uintptr_t *base, size_t *size);
+/* A stream's memset or copy of n bytes to dst (from src, or NULL), as it
+ * runs. cuMemUnmap does not wait for work still queued on the memory (an
+ * H200, driver 580.159.04, 2026-12-04: tests/gpucheck's fact
+ * unmap_while_queued), so the work checks its memory now: where it lies in
+ * an address reservation every byte must be mapped and accessible, else it
+ * faults (SIM_VMM_WORK_FAULT: the caller sets the device's sticky error and
+ * skips the work). LOCKED: vmm_lock is held until sim_vmm_work_end, so an
+ * unmap cannot take the pages away mid-copy (the sim's worker would crash
+ * where a GPU reads freed memory). */
+typedef enum sim_vmm_work {
+    SIM_VMM_WORK_PLAIN,                  /* no reserved memory involved */
+    SIM_VMM_WORK_LOCKED,
+    SIM_VMM_WORK_FAULT,
+} sim_vmm_work;
+sim_vmm_work sim_vmm_work_begin(const void *dst, const void *src, size_t n);
+void         sim_vmm_work_end(sim_vmm_work w);
 
 /* sim_ipc.c */
 uint64_t sim_ipc_new_id(void);               /* an export id unique in this process */
@@ -335,6 +355,8 @@ void     sim_stream_wait(sim_stream *s, uint64_t seq);
 CUresult sim_stream_sync(sim_stream *s);
 CUresult sim_stream_query(sim_stream *s);
 void     sim_device_sync(sim_device *dev);
+/* The device's sticky error (device work hit unmapped memory), or 0. */
+CUresult sim_device_fault(const sim_device *dev);
 void     sim_device_destroy_user_streams(sim_device *dev);
 uint64_t sim_now_ns(void);
 

@@ -110,23 +110,50 @@ void sim_op_free(sim_op *op)
     free(op);
 }
 
-static void op_execute(sim_op *op)
+/* Device work that found its memory gone: the context's sticky error, as
+ * on a GPU (every later sync and enqueue answers it; sim_device.c's reset
+ * clears it). The work itself does nothing. */
+static void fault(sim_device *dev)
 {
+    int none = CUDA_SUCCESS;
+    atomic_compare_exchange_strong(&dev->fault, &none, CUDA_ERROR_ILLEGAL_ADDRESS);
+    SIM_COUNT(dev, illegal_addresses);
+}
+
+CUresult sim_device_fault(const sim_device *dev)
+{
+    return (CUresult)atomic_load_explicit(&dev->fault, memory_order_relaxed);
+}
+
+static void op_execute(sim_device *dev, sim_op *op)
+{
+    sim_vmm_work w;
     switch (op->type) {
     case SIM_OP_NOP:
     case SIM_OP_KERNEL:
         break;
     case SIM_OP_MEMCPY:
+        if ((w = sim_vmm_work_begin(op->u.copy.dst, op->u.copy.src, op->u.copy.n)) == SIM_VMM_WORK_FAULT) {
+            fault(dev);
+            break;
+        }
         memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+        sim_vmm_work_end(w);
         break;
     case SIM_OP_MEMSET:
+        if ((w = sim_vmm_work_begin(op->u.set.dst, NULL, op->u.set.n * op->u.set.width))
+            == SIM_VMM_WORK_FAULT) {
+            fault(dev);
+            break;
+        }
         if (op->u.set.width == 4) {
-            uint32_t *w = op->u.set.dst;
+            uint32_t *w4 = op->u.set.dst;
             for (size_t i = 0; i < op->u.set.n; i++)
-                w[i] = op->u.set.value;
+                w4[i] = op->u.set.value;
         } else {
             memset(op->u.set.dst, (int)op->u.set.value, op->u.set.n);
         }
+        sim_vmm_work_end(w);
         break;
     case SIM_OP_HOSTFN:
         op->u.host.fn(op->u.host.arg);
@@ -184,7 +211,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&dev->lock);
 
         wait_deps(op);
-        op_execute(op);
+        op_execute(dev, op);
 
         pthread_mutex_lock(&dev->lock);
         s->head = op->next;
@@ -440,7 +467,13 @@ static uint64_t append_locked(sim_stream *s, sim_op *op)
 
 CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 {
-    CUresult rc;
+    CUresult rc = sim_device_fault(s->dev);
+    if (rc != CUDA_SUCCESS) {
+        sim_op_free(op);
+        if (seq_out)
+            *seq_out = 0;
+        return rc;
+    }
     pthread_mutex_lock(&s->dev->lock);
     if (!admit_locked(s, op, &rc)) {
         if (seq_out)
@@ -460,7 +493,11 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
 {
     sim_device *dev = s->dev;
-    CUresult rc;
+    CUresult rc = sim_device_fault(dev);
+    if (rc != CUDA_SUCCESS) {
+        sim_op_free(op);
+        return rc;
+    }
     pthread_mutex_lock(&dev->lock);
     if (!admit_locked(s, op, &rc))
         return rc;
@@ -470,7 +507,7 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
         atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
         pthread_mutex_unlock(&dev->lock);
 
-        op_execute(op);
+        op_execute(dev, op);
 
         pthread_mutex_lock(&dev->lock);
         s->completed = seq;
@@ -480,11 +517,11 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
         pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&dev->lock);
         sim_op_free(op);
-        return CUDA_SUCCESS;
+        return sim_device_fault(dev);
     }
     wait_locked(s, append_locked(s, op));
     pthread_mutex_unlock(&dev->lock);
-    return CUDA_SUCCESS;
+    return sim_device_fault(dev);
 }
 
 /* ---- host-side synchronisation ------------------------------------------ */
@@ -495,7 +532,7 @@ CUresult sim_stream_sync(sim_stream *s)
     pthread_mutex_lock(&dev->lock);
     wait_locked(s, s->submitted);
     pthread_mutex_unlock(&dev->lock);
-    return CUDA_SUCCESS;
+    return sim_device_fault(dev);
 }
 
 CUresult sim_stream_query(sim_stream *s)
@@ -504,6 +541,8 @@ CUresult sim_stream_query(sim_stream *s)
     pthread_mutex_lock(&dev->lock);
     bool done = s->completed >= s->submitted;
     pthread_mutex_unlock(&dev->lock);
+    if (sim_device_fault(dev) != CUDA_SUCCESS)
+        return sim_device_fault(dev);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 

@@ -48,11 +48,13 @@ typedef struct sim_mapping {
     size_t              size;
     sim_phys           *phys;
     struct sim_mapping *next;
+    bool                accessible;  /* cuMemSetAccess made it readable */
 } sim_mapping;
 
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static sim_mapping    *mappings;
 static sim_phys       *allocations;
+static atomic_bool     reserved_once;   /* a reservation was ever made (sim_vmm_work_begin) */
 
 static void phys_unref_locked(sim_phys *p)
 {
@@ -185,6 +187,7 @@ SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align
     if (rc != CUDA_SUCCESS)
         return rc;
     *ptr = (CUdeviceptr)p;
+    atomic_store_explicit(&reserved_once, true, memory_order_relaxed);
     return CUDA_SUCCESS;
 }
 
@@ -239,7 +242,7 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *m = (sim_mapping){ va, size, p, mappings };
+    *m = (sim_mapping){ va, size, p, mappings, false };
     mappings = m;
     p->refs++;
     pthread_mutex_unlock(&vmm_lock);
@@ -252,10 +255,8 @@ SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     uintptr_t va = (uintptr_t)ptr;
     if (!granular(size) || !in_reservation(va, size))
         return CUDA_ERROR_INVALID_VALUE;
-    /* Unmapping frees memory a queued copy may still use: wait, as CUDA does. */
-    sim_device *dev = sim_mem_owner(va);
-    if (dev)
-        sim_device_sync(dev);
+    /* No wait for work still queued on the memory: it faults when it runs
+     * (sim_vmm_work_begin). */
     pthread_mutex_lock(&vmm_lock);
     for (sim_mapping **pp = &mappings; *pp;) {
         sim_mapping *m = *pp;
@@ -300,6 +301,10 @@ SIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
         return CUDA_ERROR_INVALID_VALUE;
     }
     int err = mprotect((void *)va, size, prot);
+    if (!err)
+        for (sim_mapping *m = mappings; m; m = m->next)
+            if (m->va >= va && m->va + m->size <= va + size)
+                m->accessible = prot != PROT_NONE;
     pthread_mutex_unlock(&vmm_lock);
     return err ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
@@ -443,4 +448,57 @@ CUresult sim_vmm_mapping_range(uintptr_t ptr, uintptr_t *base, size_t *size)
     }
     pthread_mutex_unlock(&vmm_lock);
     return rc;
+}
+
+/* ---- device work on mapped memory ---------------------------------------- */
+
+/* Where [p, p + n) lies: RESERVED in an address reservation (its mappings
+ * decide), GONE in a device's addresses but no allocation any more (the
+ * reservation was freed too: faults), else ordinary memory. */
+enum where { ORDINARY, RESERVED, GONE };
+static enum where memory_at(uintptr_t p, size_t n)
+{
+    sim_mem_kind kind;
+    if (!n)
+        return ORDINARY;
+    if (sim_mem_lookup(p, NULL, NULL, NULL, &kind) == CUDA_SUCCESS)
+        return kind == SIM_MEM_VA ? RESERVED : ORDINARY;
+    return sim_mem_owner(p) ? GONE : ORDINARY;
+}
+
+/* Under vmm_lock: is every byte of [p, p + n) mapped and accessible? */
+static bool accessible_locked(uintptr_t p, size_t n)
+{
+    size_t covered = 0;
+    for (sim_mapping *m = mappings; m; m = m->next) {
+        if (!m->accessible || m->va >= p + n || p >= m->va + m->size)
+            continue;
+        uintptr_t lo = m->va > p ? m->va : p;
+        uintptr_t hi = m->va + m->size < p + n ? m->va + m->size : p + n;
+        covered += hi - lo;
+    }
+    return covered == n;
+}
+
+sim_vmm_work sim_vmm_work_begin(const void *dst, const void *src, size_t n)
+{
+    if (!atomic_load_explicit(&reserved_once, memory_order_relaxed))
+        return SIM_VMM_WORK_PLAIN;
+    enum where d = memory_at((uintptr_t)dst, n), s = src ? memory_at((uintptr_t)src, n) : ORDINARY;
+    if (d == GONE || s == GONE)
+        return SIM_VMM_WORK_FAULT;
+    if (d == ORDINARY && s == ORDINARY)
+        return SIM_VMM_WORK_PLAIN;
+    pthread_mutex_lock(&vmm_lock);
+    if ((d == ORDINARY || accessible_locked((uintptr_t)dst, n))
+        && (s == ORDINARY || accessible_locked((uintptr_t)src, n)))
+        return SIM_VMM_WORK_LOCKED;
+    pthread_mutex_unlock(&vmm_lock);
+    return SIM_VMM_WORK_FAULT;
+}
+
+void sim_vmm_work_end(sim_vmm_work w)
+{
+    if (w == SIM_VMM_WORK_LOCKED)
+        pthread_mutex_unlock(&vmm_lock);
 }

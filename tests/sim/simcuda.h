@@ -57,6 +57,9 @@ typedef struct simcuda_counters {
     uint64_t memcpys;                /* any cuMemcpy* */
     uint64_t memsets;                /* any cuMemset* */
     /* Misuse. */
+    uint64_t illegal_addresses;      /* device work that found its memory unmapped
+                                        when it ran (sim_vmm.c): the device's
+                                        sticky CUDA_ERROR_ILLEGAL_ADDRESS */
     uint64_t stale_stream_uses;      /* a destroyed stream's handle passed to any
                                         call (undefined behaviour on real CUDA) */
 } simcuda_counters;

@@ -308,4 +308,68 @@ TEST(nvml_finds_the_device_by_pci_bus_id_and_reports_no_fabric)
     dlclose(nvml);
 }
 
+/* cuMemUnmap does not wait for work queued on the memory, as on an H200
+ * (tests/gpucheck's fact unmap_while_queued): the memset runs after the
+ * unmap, finds nothing mapped and faults; the fault is the context's sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS, answered by every later sync and enqueue
+ * until the device is reset. */
+static int flag_unused;
+TEST(work_queued_on_memory_unmapped_meanwhile_faults_until_a_reset)
+{
+    ASSERT_OK(cudaFree(NULL));
+    CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_NONE);
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    ASSERT_OK(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
+    ASSERT_OK(cuMemCreate(&h, GRAN, &prop, 0));
+    ASSERT_OK(map_rw(va, GRAN, h));
+    ASSERT_OK(cuMemRelease(h));
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ASSERT_OK(launch_slow_store(s, &flag_unused, 1, 200));
+    ASSERT_OK(cudaMemsetAsync((void *)va, 1, GRAN, s));
+    double t0 = now_ms();
+    ASSERT_OK(cuMemUnmap(va, GRAN));
+    ASSERT_LT(now_ms() - t0, 150.0);   /* it did not wait for the stream */
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaErrorIllegalAddress);
+    simcuda_counters c;
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    ASSERT_EQ(c.illegal_addresses, 1);
+    ASSERT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+    ASSERT_EQ(cudaMemsetAsync((void *)va, 1, GRAN, s), cudaErrorIllegalAddress);   /* sticky */
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+    ASSERT_OK(cuMemAddressFree(va, GRAN));
+    ASSERT_OK(cudaDeviceReset());
+    void *p = NULL;
+    ASSERT_OK(cudaMalloc(&p, 4096));
+    ASSERT_OK(cudaMemset(p, 0, 4096));
+    ASSERT_OK(cudaDeviceSynchronize());
+    ASSERT_OK(cudaFree(p));
+}
+
+/* The same work on memory still mapped runs: the pages are the mapping's. */
+TEST(work_queued_on_memory_still_mapped_runs)
+{
+    ASSERT_OK(cudaFree(NULL));
+    CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_NONE);
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    ASSERT_OK(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
+    ASSERT_OK(cuMemCreate(&h, GRAN, &prop, 0));
+    ASSERT_OK(map_rw(va, GRAN, h));
+    ASSERT_OK(cuMemRelease(h));
+    cudaStream_t s;
+    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ASSERT_OK(launch_slow_store(s, &flag_unused, 1, 50));
+    ASSERT_OK(cudaMemsetAsync((void *)va, 7, GRAN, s));
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(((unsigned char *)va)[GRAN - 1], 7);
+    simcuda_counters c;
+    ASSERT_EQ(simcuda_stats(0, &c), 0);
+    ASSERT_EQ(c.illegal_addresses, 0);
+    ASSERT_OK(cuMemUnmap(va, GRAN));
+    ASSERT_OK(cuMemAddressFree(va, GRAN));
+    ASSERT_OK(cudaStreamDestroy(s));
+}
+
 TEST_MAIN()

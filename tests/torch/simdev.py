@@ -19,7 +19,7 @@ COUNTER_FIELDS = [
     "event_records", "event_syncs", "event_queries", "stream_syncs",
     "stream_waits", "device_syncs", "streams_created", "events_created",
     "kernel_launches", "host_funcs", "memcpys", "memsets",
-    "stale_stream_uses",
+    "illegal_addresses", "stale_stream_uses",
 ]
 
 
