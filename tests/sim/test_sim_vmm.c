@@ -308,13 +308,9 @@ TEST(nvml_finds_the_device_by_pci_bus_id_and_reports_no_fabric)
     dlclose(nvml);
 }
 
-/* cuMemUnmap does not wait for work queued on the memory, as on an H200
- * (tests/gpucheck's fact unmap_while_queued): the memset runs after the
- * unmap, finds nothing mapped and faults; the fault is the context's sticky
- * CUDA_ERROR_ILLEGAL_ADDRESS, answered by every later sync and enqueue
- * until the device is reset. */
-static int flag_unused;
-TEST(work_queued_on_memory_unmapped_meanwhile_faults_until_a_reset)
+/* One chunk reserved, mapped and readable (its handle released: the
+ * mapping keeps the memory), and a non-blocking stream. */
+static CUdeviceptr mapped_chunk_and_stream(cudaStream_t *s)
 {
     ASSERT_OK(cudaFree(NULL));
     CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_NONE);
@@ -324,8 +320,20 @@ TEST(work_queued_on_memory_unmapped_meanwhile_faults_until_a_reset)
     ASSERT_OK(cuMemCreate(&h, GRAN, &prop, 0));
     ASSERT_OK(map_rw(va, GRAN, h));
     ASSERT_OK(cuMemRelease(h));
+    ASSERT_OK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    return va;
+}
+
+/* cuMemUnmap does not wait for work queued on the memory, as on an H200
+ * (tests/gpucheck's fact unmap_while_queued): the memset runs after the
+ * unmap, finds nothing mapped and faults; the fault is the context's sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS, answered by every later sync and enqueue
+ * until the device is reset. */
+static int flag_unused;
+TEST(work_queued_on_memory_unmapped_meanwhile_faults_until_a_reset)
+{
     cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUdeviceptr va = mapped_chunk_and_stream(&s);
     ASSERT_OK(launch_slow_store(s, &flag_unused, 1, 200));
     ASSERT_OK(cudaMemsetAsync((void *)va, 1, GRAN, s));
     double t0 = now_ms();
@@ -350,16 +358,8 @@ TEST(work_queued_on_memory_unmapped_meanwhile_faults_until_a_reset)
 /* The same work on memory still mapped runs: the pages are the mapping's. */
 TEST(work_queued_on_memory_still_mapped_runs)
 {
-    ASSERT_OK(cudaFree(NULL));
-    CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_NONE);
-    CUdeviceptr va;
-    CUmemGenericAllocationHandle h;
-    ASSERT_OK(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
-    ASSERT_OK(cuMemCreate(&h, GRAN, &prop, 0));
-    ASSERT_OK(map_rw(va, GRAN, h));
-    ASSERT_OK(cuMemRelease(h));
     cudaStream_t s;
-    ASSERT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUdeviceptr va = mapped_chunk_and_stream(&s);
     ASSERT_OK(launch_slow_store(s, &flag_unused, 1, 50));
     ASSERT_OK(cudaMemsetAsync((void *)va, 7, GRAN, s));
     ASSERT_OK(cudaStreamSynchronize(s));
