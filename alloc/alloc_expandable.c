@@ -569,19 +569,19 @@ static vt__block *unmap_free_chunks(vt__heap *h, vt__segment *s, vt__block *b, u
  * for its stream before it gives chunks back, as PyTorch's expandable
  * segments do. Only the range's own stream can still touch a free block:
  * one used on other streams stays pending until they reached its free
- * (alloc_fence.c). A range of memory of no stream (cudaMalloc's, usable on
- * any) or of another thread's per-thread stream (which cannot be named from
- * here) waits for the whole device. Nothing may wait while a capture is
- * underway (synchronizing a capturing stream invalidates the capture): the
- * range keeps its chunks then. A dead range's stream was waited for when it
- * was destroyed (alloc_stream.c). */
+ * (alloc_fence.c). So a range of memory of no stream (cudaMalloc's, whose
+ * every free is fenced on every stream) needs no wait, and a dead range's
+ * stream was waited for when it was destroyed (alloc_stream.c). A range of
+ * another thread's per-thread stream (which cannot be named from here)
+ * waits for the whole device. Nothing may wait while a capture is underway
+ * (synchronizing a capturing stream invalidates the capture): the range
+ * keeps its chunks then. */
 int vt__expandable_wait(vt__heap *h, const vt__segment *s)
 {
-    if (s->dead)
+    if (s->dead || s->stream == VT_NO_STREAM_KEY)
         return 0;
     uint64_t raw = vt__stream_raw(s->stream);
-    bool whole_device = s->stream == VT_NO_STREAM_KEY
-                        || ((s->stream & VT_PTDS_KEY_BIT) && raw != 2);
+    bool whole_device = (s->stream & VT_PTDS_KEY_BIT) && raw != 2;
     if (whole_device ? vt__heap_any_capturing(h) : vt__backend_stream_capturing(h->device, raw))
         return VT_WAIT_CAPTURING;
     return whole_device ? vt__backend_device_sync(h->device)

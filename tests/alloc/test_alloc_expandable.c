@@ -411,6 +411,33 @@ TEST(a_wholly_free_range_waits_for_its_stream_before_it_goes_back)
     CHECK_INVARIANTS();
 }
 
+/* Memory of no stream (cudaMalloc's): every free of it is fenced on every
+ * stream, so its range unmaps once the fence completed, without a wait of
+ * its own (and without a device-wide one). */
+TEST(a_range_of_memory_of_no_stream_unmaps_once_its_frees_are_fenced)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    cudaStream_t A = new_stream();
+    void *p = NULL, *q = NULL;
+    ASSERT_OK(vt__alloc_malloc(0, 8 * MiB, VT_NO_STREAM, &p));
+    ASSERT_OK(vt__alloc_malloc(0, 2 * MiB, VT_NO_STREAM, &q));
+    ASSERT_OK(cudaLaunchHostFunc(A, hold_stream_100ms, NULL));
+    ASSERT_OK(cudaMemsetAsync(p, 1, 8 * MiB, A));
+    ASSERT_OK(vt__alloc_free(p, 0, VT_FREE_UNKNOWN_STREAM));   /* cudaFree */
+    uint64_t r0 = reserved();
+    simcuda_counters c0 = sim();
+    ASSERT_EQ(vt_empty_cache(0), 0);   /* waits for the free's fence, then unmaps */
+    ASSERT_EQ(reserved(), r0 - 8 * MiB);
+    simcuda_counters c1 = sim();
+    ASSERT_EQ(c1.device_syncs, c0.device_syncs);
+    ASSERT_EQ(c1.stream_syncs, c0.stream_syncs);
+    ASSERT_EQ(c1.illegal_addresses, 0);
+    ASSERT_OK(cudaStreamSynchronize(A));
+    ASSERT_OK(vt__alloc_free(q, 0, VT_FREE_UNKNOWN_STREAM));
+    CHECK_INVARIANTS();
+}
+
 /* While the range's stream captures into a graph nothing may wait for it
  * (synchronizing a capturing stream invalidates the capture): empty_cache
  * leaves its chunks mapped, and they go back once the capture ended. */
