@@ -8,10 +8,14 @@ then on, when the program imports torch:
   allocators exist then), PyTorch's caching allocator is observed
   (``_pool_observer``): every tensor's block recorded with its stack, and
   PyTorch's allocator, statistics and recorder left exactly as they are;
-- every ``optimizer.step()`` of the first optimizer that steps records a mark
-  "step N" (PyTorch's global optimizer hooks), so ``vramtrace check``'s
-  step rules work on a program without marks; a program that calls
-  ``vramtrace.mark()`` itself keeps only its own;
+- every ``optimizer.step()`` of the optimizer that paces the training
+  records a mark "step N" (PyTorch's global optimizer hooks), so
+  ``vramtrace check``'s step rules work on a program without marks; a
+  program that calls ``vramtrace.mark()`` itself keeps only its own. The
+  pace is the first optimizer that steps, until another one steps
+  _HANDOVER_STEPS times in a row without it (layer-wise or stage-wise
+  training: a second optimizer trains alone while the first one lives on);
+  optimizers that take turns within a step (a GAN's) leave it where it is;
 - with ``VRAMTRACE_CONF=torch:track`` (``vramtrace run --track``), the
   whole program runs under ``vramtrace.torch.track()``, which names holders.
 
@@ -41,6 +45,12 @@ _MODES = ("observe", "track", "off")
 _started = False
 _step = 0
 _step_optimizer: Optional["weakref.ref[Any]"] = None
+# Steps in a row of another optimizer than _step_optimizer that hand the
+# marks over to it. Not 2: a GAN whose generator steps twice per
+# discriminator step would move its marks to the generator and back.
+_HANDOVER_STEPS = 3
+_other: Optional["weakref.ref[Any]"] = None   # that other optimizer ...
+_other_steps = 0                              # ... and its steps in a row
 _tracker: Any = None
 # run --track's way out of track(), with the thread that entered it; None
 # once left (at exit, or before os._exit: _end_before_hard_exit)
@@ -244,16 +254,24 @@ def _observe_allocator() -> None:
 
 
 def _on_optimizer_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    """After every step of the first optimizer that steps: mark "step N"."""
-    global _step, _step_optimizer
+    """After every step of the optimizer that paces the training: mark
+    "step N" (the module's docstring says which one that is)."""
+    global _step, _step_optimizer, _other, _other_steps
     try:
         import vramtrace
         if vramtrace._program_marks:
             return
-        if _step_optimizer is None or _step_optimizer() is None:
+        pace = _step_optimizer() if _step_optimizer is not None else None
+        if pace is None:
             _step_optimizer = weakref.ref(optimizer)
-        elif _step_optimizer() is not optimizer:
-            return
+        elif pace is not optimizer:
+            other = _other() if _other is not None else None
+            _other_steps = _other_steps + 1 if other is optimizer else 1
+            _other = weakref.ref(optimizer)
+            if _other_steps < _HANDOVER_STEPS:
+                return
+            _step_optimizer = _other
+        _other, _other_steps = None, 0
         _step += 1
         vramtrace._mark(f"step {_step}")
     except Exception:  # noqa: BLE001 - a mark lost, the program unchanged

@@ -378,3 +378,45 @@ def test_an_evaluation_without_marks_is_judged_by_time_under_plain_run(tmp_path)
         texts["leak-in-function"][1][:4000]
     rc, text = texts["fixed"]
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
+STAGEWISE = os.path.join(HERE, "stagewise.py")
+OUT_LINE, STAGE2_LINE = (next(i for i, line in enumerate(open(STAGEWISE), 1) if f"# {m}" in line)
+                         for m in ("OUT_LINE", "STAGE2_LINE"))
+
+
+def _stagewise(mode: str, snap: str) -> Tuple[int, str, dict]:
+    """stagewise.py MODE under `vramtrace run`: check's exit status and
+    report, and the marks the snapshot holds against those the program
+    expected."""
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--", sys.executable,
+                   STAGEWISE, mode, "8"])
+    assert rc == 0, out[-3000:]
+    expected = int(re.search(r"marks expected (\d+)", out).group(1))
+    rc, text = run([CLI, "check", snap])
+    labels = [m["label"] for m in snapshot_json(snap)["marks"]]
+    assert labels == [f"step {i}" for i in range(1, expected + 1)], (labels, out[-2000:])
+    return rc, text, snapshot_json(snap)
+
+
+def test_a_second_optimizer_training_alone_takes_the_marks_over(tmp_path):
+    """Stage-wise training: a second optimizer trains alone while the first
+    one lives on. Its steps are marked from its third in a row, so a leak
+    of the second stage is found (before: only the first optimizer's steps
+    were marked, and the second stage's leak was judged by none: "0
+    findings"); the fixed twin is clean."""
+    rc, text, _ = _stagewise("leak", str(tmp_path / "leak.vtsnap"))
+    assert rc == 1, text
+    # the kept outputs, by where the second stage made them
+    assert re.search(rf"stagewise.py:{OUT_LINE}\b.*\n.*stagewise.py:{STAGE2_LINE}\)", text), \
+        text[:4000]
+    rc, text, _ = _stagewise("fixed", str(tmp_path / "fixed.vtsnap"))
+    assert rc == 0, text
+
+
+@pytest.mark.parametrize("mode", ["gan", "gan2"])
+def test_optimizers_taking_turns_within_a_step_keep_one_mark_a_step(mode, tmp_path):
+    """A GAN's two optimizers (the generator stepping once or twice a
+    step): the marks stay the first one's, one a step."""
+    _stagewise(mode, str(tmp_path / f"{mode}.vtsnap"))
+
