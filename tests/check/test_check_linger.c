@@ -164,6 +164,42 @@ TEST(a_lingering_storage_kept_by_a_small_part_says_what_the_part_covers)
     vt__check_report_free(r);
     synth_fini(&y);
 
+    /* The slice kept by an autograd graph (a tensor a node saved, the graph
+     * held by a loss summed step after step): no .clone() of it is the
+     * program's to make, the graph is what to let go. The kept part is not
+     * said; the finding and its holder are. */
+    setup(&y);
+    synth_holder(&y, 700, "module __main__");
+    for (int i = 1; i <= 8; i++) {
+        step(&y, i);
+        if (i == 2) {
+            synth_made(&y, 10, BASE, 64 * MiB, "padded", st_fwd);
+            synth_tensor(&y, 11, BASE + MiB, MiB, 10, "z");
+            synth_use(&y, 11);
+            synth_made(&y, 12, BASE + 128 * MiB, 4, "total", st_fwd);
+            synth_ref(&y, 700, 12, ".total");
+            synth_held(&y, 13, "AddBackward0", 12, "grad_fn");
+            synth_ref(&y, 13, 11, "SavedTensor 'self' of AddBackward0");
+            synth_drop(&y, 10);
+        }
+        if (i >= 2)
+            synth_use(&y, 12);   /* the sum goes on every step */
+    }
+    r = check(&y, NULL);
+    f = the_finding(r, BASE, 64 * MiB);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(f->nviews_live, 0);
+    ASSERT(f->views == NULL);
+    ASSERT_EQ(f->owner_drop_seq, 0);
+    t = render(r, &y, 0);
+    ASSERT_MSG(!strstr(t, "what is kept"), "%s", t);
+    ASSERT_MSG(!strstr(t, ".clone()"), "%s", t);
+    ASSERT_STR_CONTAINS(t, "module __main__.total");
+    free(t);
+    assert_rendered_says(r, &y, 1, "\"kept_part\":null");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
     /* The same slice kept, its whole buffer still held too: the owner lives
      * on, what is kept is all of it, and nothing of the kind is said. */
     setup(&y);

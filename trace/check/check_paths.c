@@ -492,6 +492,42 @@ static uint64_t last_alive_seq(const ck_model *m, uint32_t sti, uint64_t after, 
  * of its chain's root died (each answer may start at an older graph). */
 #define CK_HELD_ROUNDS 3
 
+/* Whether every path of f reaches the tensor it keeps through an autograd
+ * graph (the hop into that tensor is a node's: a saved tensor). */
+static int kept_inside_a_graph(const vt__check_finding *f)
+{
+    if (!f->npaths)
+        return 0;
+    for (size_t i = 0; i < f->npaths; i++) {
+        const vt__check_path *p = &f->paths[i];
+        size_t t = p->nsteps;
+        while (t > 0 && p->steps[t - 1].kind != VT_CHECK_NODE_TENSOR)
+            t--;
+        if (t < 2 || !graph_hop(p->steps[t - 2].label))
+            return 0;
+    }
+    return 1;
+}
+
+/* A LINGER finding's small kept part (vt__ck_linger_pinning) said nothing
+ * the program can act on when what keeps the part is a tensor an autograd
+ * graph saved: no .clone() of it is the program's to make, the graph is what
+ * to let go (the finding's holder says which). Then it is not said. */
+static void unsay_kept_parts_inside_graphs(vt__check_report *r)
+{
+    for (size_t i = 0; i < r->nfindings; i++) {
+        vt__check_finding *f = &r->findings[i];
+        if (f->rule != VT_CHECK_RULE_LINGER || !f->owner_drop_seq || !kept_inside_a_graph(f))
+            continue;
+        free(f->views);
+        f->views = NULL;
+        f->nviews = 0;
+        f->nviews_live = 0;
+        f->covered_bytes = f->wasted_bytes = 0;
+        f->owner_drop_seq = f->owner_drop_time_ns = 0;
+    }
+}
+
 int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
                  const vt__check_options *opt)
 {
@@ -539,5 +575,7 @@ int vt__ck_paths(ck_model *m, vt__check_report *r, const uint32_t *fst,
     }
     free(at);
     free(until);
+    if (!rc)
+        unsay_kept_parts_inside_graphs(r);
     return rc;
 }
