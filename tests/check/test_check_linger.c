@@ -102,6 +102,14 @@ TEST(view_keeps_base_storage_is_flagged)
 
 /* The finding above, in the user's words: the kept tensor is 1 MiB of the
  * dropped 64 MiB buffer, and a copy of it would let the rest go. */
+/* A 64 MiB buffer 'padded' (10) and a 1 MiB slice of it 'z' (11), used. */
+static void padded_and_its_slice(synth *y)
+{
+    synth_made(y, 10, BASE, 64 * MiB, "padded", st_fwd);
+    synth_tensor(y, 11, BASE + MiB, MiB, 10, "z");
+    synth_use(y, 11);
+}
+
 TEST(a_lingering_storage_kept_by_a_small_part_says_what_the_part_covers)
 {
     synth y;
@@ -173,9 +181,7 @@ TEST(a_lingering_storage_kept_by_a_small_part_says_what_the_part_covers)
     for (int i = 1; i <= 8; i++) {
         step(&y, i);
         if (i == 2) {
-            synth_made(&y, 10, BASE, 64 * MiB, "padded", st_fwd);
-            synth_tensor(&y, 11, BASE + MiB, MiB, 10, "z");
-            synth_use(&y, 11);
+            padded_and_its_slice(&y);
             synth_made(&y, 12, BASE + 128 * MiB, 4, "total", st_fwd);
             synth_ref(&y, 700, 12, ".total");
             synth_held(&y, 13, "AddBackward0", 12, "grad_fn");
@@ -206,9 +212,7 @@ TEST(a_lingering_storage_kept_by_a_small_part_says_what_the_part_covers)
     for (int i = 1; i <= 8; i++) {
         step(&y, i);
         if (i == 2) {
-            synth_made(&y, 10, BASE, 64 * MiB, "padded", st_fwd);
-            synth_tensor(&y, 11, BASE + MiB, MiB, 10, "z");
-            synth_use(&y, 11);
+            padded_and_its_slice(&y);
             synth_holder(&y, 700, "outputs");
             synth_ref(&y, 700, 11, "[0]");
             synth_ref(&y, 700, 10, "[1]");
