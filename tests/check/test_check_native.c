@@ -407,4 +407,60 @@ TEST(weights_and_a_first_forward_that_ran_out_of_memory_are_not_never_freed)
     synth_fini(&y);
 }
 
+/* Six marked steps, then `tail` iterations of the usual step's length
+ * without a mark (an evaluation after the last training step), each keeping
+ * a 1 MiB block of one call site to the end. */
+static vt__check_report *kept_after_the_last_mark(synth *y, int tail)
+{
+    synth_init(y);
+    stacks(y);
+    synth_alloc(y, W_ADDR, 4 * MiB, st_init);
+    for (int i = 1; i <= 6; i++) {
+        char l[32];
+        synth_tick(y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(y, l);
+        uint64_t a = 0x7f1000000000ull + (uint64_t)i * 0x10000000ull;
+        synth_alloc(y, a, 2 * MiB, st_act);
+        synth_free(y, a);
+    }
+    for (int k = 0; k < tail; k++) {
+        synth_tick(y, 100000000);
+        synth_alloc(y, 0x7fc000000000ull + (uint64_t)k * 0x1000000, MiB, st_fwd);
+    }
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* The time after the last mark, where the run went on for four of its
+ * steps at least, is judged in steps of that length: what a final
+ * evaluation keeps batch after batch is never-freed (pytorch's BERT
+ * fine-tuning with an evaluation at its end that kept every batch's graph:
+ * "0 findings" before). A tail of two steps' length is the run's end, not
+ * judged. */
+TEST(what_a_loop_keeps_after_the_last_mark_is_never_freed)
+{
+    synth y;
+    vt__check_report *r = kept_after_the_last_mark(&y, 8);
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    ASSERT_EQ(f->nallocs, 7);   /* the 8th falls in the run's last part of a step */
+    ASSERT_EQ(f->bytes, 7 * MiB);
+    ASSERT_EQ(r->nmarks, 6);
+    ASSERT_EQ(r->quiet_steps, 7);   /* to its last event: 8 steps less the marks' own events */
+    char *t = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(t, "s) the run went on for 7 of its usual steps without one:"
+                           " never-freed judges them as steps");
+    free(t);
+    assert_rendered_says(r, &y, 1, "\"marks\":6,\"quiet_steps\":7,");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = kept_after_the_last_mark(&y, 2);
+    ASSERT_EQ(r->nfindings, 0);
+    ASSERT_EQ(r->quiet_steps, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

@@ -420,3 +420,30 @@ def test_optimizers_taking_turns_within_a_step_keep_one_mark_a_step(mode, tmp_pa
     step): the marks stay the first one's, one a step."""
     _stagewise(mode, str(tmp_path / f"{mode}.vtsnap"))
 
+
+EVAL_AT_END = os.path.join(HERE, "eval_at_end.py")
+EVAL_LINE = next(i for i, line in enumerate(open(EVAL_AT_END), 1) if "# EVAL_LINE" in line)
+
+
+@pytest.mark.parametrize("track", [False, True], ids=["run", "run_track"])
+def test_an_evaluation_after_the_last_step_is_judged_in_steps(track, tmp_path):
+    """Training marked step by step, then an evaluation at the program's
+    end (no optimizer step: no mark) that keeps every batch's output with
+    its graph: the time after the last mark is judged in steps of the
+    usual length, and the evaluation's line is named (before: "0
+    findings", under plain run and run --track alike); its fixed twin, the
+    outputs detached and on the host, is clean."""
+    got = {}
+    for kind in ("leak", "fixed"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
+                       "-o", snap, "--", sys.executable, EVAL_AT_END, kind])
+        assert rc == 0 and "kept 40" in out, out[-3000:]
+        got[kind] = run([CLI, "check", snap])
+    rc, text = got["leak"]
+    assert rc == 1, text[:4000]
+    assert "never-freed judges them as steps" in text, text[:4000]
+    assert re.search(rf"\[never-freed\].*\n.*eval_at_end.py:{EVAL_LINE}\b", text), text[:4000]
+    rc, text = got["fixed"]
+    assert rc == 0, text[:4000]
+

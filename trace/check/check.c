@@ -283,6 +283,8 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
         goto fail;
     if ((rc = vt__ck_model_build(&m)) < 0)
         goto fail;
+    if ((rc = vt__ck_quiet_tail(&m)) < 0)
+        goto fail;
     rc = -ENOMEM;
     if (opt.host == VT_CHECK_HOST_AUTO)
         m.skip_host = m.any_device;
@@ -292,6 +294,12 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
         rules = m.ntensors ? (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED |
                               (m.ngc_collections ? VT_CHECK_RULE_CYCLE : 0))
                            : (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
+    /* Tensors recorded, and a quiet time after the last mark: LINGER does
+     * not judge that time, NEVER-FREED does, there alone (m.quiet_only). */
+    if (!(opt.rules & VT_CHECK_RULES_ALL) && m.ntensors && m.quiet_steps) {
+        rules |= VT_CHECK_RULE_NEVER_FREED;
+        m.quiet_only = 1;
+    }
     /* Without steps, accumulation step after step cannot be told from setup,
      * nor an outlier from a sibling of another phase: the automatic choice
      * says so instead of guessing by time (asked by name, they run on time).
@@ -327,6 +335,8 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if (opt.grace_mode == VT_CHECK_GRACE_TIME)
         r->grace_ns = opt.grace_ns;
     r->nmarks = m.nmarks;
+    r->quiet_steps = (rules & VT_CHECK_RULE_NEVER_FREED) ? m.quiet_steps : 0;
+    r->last_mark_time_ns = m.quiet_from;
     r->nstorages = m.nst_all;
     r->ntensors = m.ntensors;
     r->nholders = m.nholders;

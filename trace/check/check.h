@@ -464,6 +464,9 @@ typedef struct vt__check_report {
     uint32_t grace_steps;      /* user's grace (GRACE_STEPS from options), else 0 */
     uint64_t grace_ns;         /* user's grace (GRACE_TIME from options), else 0 */
     size_t nmarks;             /* MARK events: nmarks + 1 steps */
+    size_t quiet_steps;        /* NEVER-FREED: whole steps of the usual length in the
+                                  run's time after its last mark (check_clock.c) */
+    uint64_t last_mark_time_ns;   /* where they begin */
     size_t nstorages;          /* storages in the model (all kinds) */
     size_t ntensors, nholders, nrefs; /* annotation counts */
     size_t nignored;           /* storages skipped by --ignore patterns */

@@ -185,6 +185,10 @@ typedef struct ck_model {
     struct ck_pause { uint64_t from, to, before; } *pause;
     size_t npause, cappause;
     uint32_t *mark_label;   /* string id of each mark's label */
+    /* the time after the last mark as steps (vt__ck_quiet_tail) */
+    uint64_t quiet_from, quiet_gap;
+    uint32_t quiet_steps;
+    int quiet_only;         /* NEVER-FREED judges the quiet time alone */
     vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* check_live.c's treap root, CK_NONE */
     uint64_t prio_state;    /* treap priorities: a generator seeded per run */
@@ -273,6 +277,16 @@ uint64_t vt__ck_program_time(const ck_model *m, uint64_t a, uint64_t b);
 uint64_t vt__ck_program_time_after(const ck_model *m, uint64_t a, uint64_t d);
 /* Label of the mark that began step `step` ("" for step 0). */
 const char *vt__ck_step_label(const ck_model *m, uint32_t step);
+/* The run's time after its last mark, where it went on for CK_QUIET_STEPS
+ * of its usual steps at least (the median gap between marks, in the
+ * program's own time): m->quiet_steps whole steps of m->quiet_gap from
+ * m->quiet_from (an evaluation after the last training step, which has no
+ * optimizer step to mark). 0, or -ENOMEM. */
+#define CK_QUIET_STEPS 4
+int vt__ck_quiet_tail(ck_model *m);
+/* The step of a moment after the last mark: nmarks + the quiet step it
+ * falls in, or UINT32_MAX past the last whole one (or without a quiet tail). */
+uint32_t vt__ck_quiet_step_of(const ck_model *m, uint64_t time);
 
 /* ------------------------------------------------------------------------ */
 /* check_times.c                                                            */

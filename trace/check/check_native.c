@@ -270,7 +270,11 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                     continue;
                 if (m->nmarks) {
                     uint32_t as = vt__ck_step_of(m, st->alloc_seq);
-                    if (as == 0 || as >= m->nmarks)
+                    if (as >= m->nmarks)   /* after the last mark: a quiet step's */
+                        as = vt__ck_quiet_step_of(m, st->alloc_time);
+                    else if (m->quiet_only)
+                        continue;
+                    if (as == 0 || as == UINT32_MAX)
                         continue;
                     if (as != last_step)  /* site[] is in alloc order */
                         nsteps++;

@@ -454,6 +454,10 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             rel_s(r, r->end_time_ns));
     if (r->nignored)
         fprintf(f, ", %zu ignored", r->nignored);
+    if (r->quiet_steps)
+        fprintf(f, "\n  after its last mark (%.3f s) the run went on for %zu of its usual steps"
+                   " without one: never-freed judges them as steps",
+                rel_s(r, r->last_mark_time_ns), r->quiet_steps);
     /* The ring kept the newest events: what the run made and freed before
      * them is in no rule's reach (what it made and still holds is judged,
      * "allocated before the trace window"), and "0 findings" must not read
@@ -919,12 +923,14 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         fprintf(f, "null");
     fprintf(f, "},\"pinned_ratio\":");
     json_num(f, r->pinned_ratio);
-    fprintf(f, ",\"marks\":%zu,\"storages\":%zu,\"tensors\":%zu,\"holders\":%zu,\"refs\":%zu,"
+    fprintf(f, ",\"marks\":%zu,\"quiet_steps\":%zu,\"storages\":%zu,\"tensors\":%zu,"
+               "\"holders\":%zu,\"refs\":%zu,"
                "\"ignored\":%zu,\"host_skipped\":%zu,\"events_overwritten\":%" PRIu64
                ",\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
                ",\"total_bytes\":%" PRIu64 ",\"total_held_bytes\":%" PRIu64
                ",\"total_byte_seconds\":",
-            r->nmarks, r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nignored,
+            r->nmarks, r->quiet_steps, r->nstorages, r->ntensors, r->nholders, r->nrefs,
+            r->nignored,
             r->nhost_skipped, s->meta.events_overwritten, r->start_time_ns, r->end_time_ns,
             r->total_bytes, r->total_held_bytes);
     json_num(f, r->total_byte_seconds);
