@@ -48,10 +48,15 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     for (size_t k = 1; k < n - nbefore; k++)
         if (vt__ck_storage_bytes(&m->st[idx[k]]) > vt__ck_storage_bytes(&m->st[big]))
             big = idx[k];
-    vt__check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    /* under track(), the quiet time's (vt__ck_quiet_tail) is a storage of
+     * tensors: its holders are looked up (check_paths.c), at the end */
+    int held = m->quiet_only && rule == VT_CHECK_RULE_NEVER_FREED && m->st[big].ntensors;
+    vt__check_finding *f = vt__ck_add_finding(fs, held ? big : CK_NONE);
     if (!f)
         return -ENOMEM;
     vt__ck_fill_storage(f, m, &m->st[big]);
+    if (held)
+        f->path_seq = UINT64_MAX;
     f->rule = rule;
     f->nallocs = (uint32_t)n;
     f->nbefore_window = (uint32_t)nbefore;

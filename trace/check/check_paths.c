@@ -17,10 +17,11 @@
 #include "check_internal.h"
 
 /* The rules whose findings are held by something the program keeps: their
- * holders are looked up (never-freed and the native rules name allocations
- * with no tensor: nothing to hold them). */
+ * holders are looked up (the native rules name allocations with no tensor:
+ * nothing to hold them; but never-freed under track(), in the time after
+ * the last mark, names a storage of tensors: check_native.c). */
 #define PATH_RULES (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_CYCLE | \
-                    VT_CHECK_RULE_TAPE | VT_CHECK_RULE_GROWTH)
+                    VT_CHECK_RULE_TAPE | VT_CHECK_RULE_GROWTH | VT_CHECK_RULE_NEVER_FREED)
 
 typedef struct ck_edge {
     uint32_t from, to;

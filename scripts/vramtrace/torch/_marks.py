@@ -111,7 +111,11 @@ class _Marks:
                 if self.walk and clock is not None:
                     self._walk_stale(threshold, until=_TICK_WALK_S, clock=clock)
                 elif self.walk:
-                    self._walk_stale(threshold, kind == "snapshot")
+                    # a snapshot after a quiet stretch (an evaluation at the
+                    # end, judged by `check` in steps of its own: check_clock.c)
+                    # walks what that stretch made and uses too
+                    quiet = kind == "snapshot" and self._quiet_steps_passed()
+                    self._walk_stale(threshold + quiet, kind == "snapshot")
             except VramtraceError:
                 raise
             except Exception as exc:
@@ -176,6 +180,17 @@ class _Marks:
         the C path asks every ``tick_s`` however it marks."""
         if self._next_tick != _NO_TICK or self._gone_quiet():
             self._on_mark("tick", "")
+
+    def _quiet_steps_passed(self) -> bool:
+        """Whether a program that marks has made no mark for _QUIET_STEPS
+        of its usual steps (the median gap between its recent marks), with
+        no minimum: `check`'s rule for the time after the last mark."""
+        marked = self._marked_at
+        gaps = sorted(b - a for a, b in zip(marked, list(marked)[1:]))
+        if not gaps:
+            return False
+        usual = gaps[len(gaps) // 2]
+        return time.perf_counter() - marked[-1] >= _QUIET_STEPS * usual
 
     def _gone_quiet(self) -> bool:
         """Whether a program that marks has made no mark for _QUIET_STEPS
