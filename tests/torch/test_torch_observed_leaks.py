@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 import sys
-from typing import Tuple
+from typing import Dict, Tuple
 
 import pytest
 
@@ -304,6 +304,19 @@ KEPT_LOGITS_LINE = next(i for i, line in enumerate(open(KEPT_RESULTS), 1)
 LOSS_LINE_KEPT = next(i for i, line in enumerate(open(KEPT_RESULTS), 1) if "# LOSS_LINE" in line)
 
 
+def _checked_twins(tmp_path, prog: str, track: bool, says: str) -> Dict[str, tuple]:
+    """PROG fixed and PROG leak under `vramtrace run` (--track when
+    `track`), each printing `says`: {kind: (its snapshot, check's (rc, report))}."""
+    got = {}
+    for kind in ("fixed", "leak"):
+        snap = str(tmp_path / f"{kind}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
+                       "-o", snap, "--", sys.executable, prog, kind])
+        assert rc == 0 and says in out, out[-3000:]
+        got[kind] = (snap, run([CLI, "check", snap]))
+    return got
+
+
 @pytest.mark.parametrize("track", [False, True], ids=["run", "run-track"])
 def test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not(track, tmp_path):
     """An unmodified loop keeps each step's detached loss and accuracy (a few
@@ -312,13 +325,7 @@ def test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not(track, tmp_pa
     counts them. Its twin keeps the losses with their graphs: `check` fails
     at the model's line (under --track, held by the list). Before: the fixed twin failed on both paths
     ("2 findings, 232 B": growth 4 B a step)."""
-    reports = {}
-    for kind in ("fixed", "leak"):
-        snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
-                       "-o", snap, "--", sys.executable, KEPT_RESULTS, kind])
-        assert rc == 0 and "steps 30, mean loss" in out, out[-3000:]
-        reports[kind] = (snap, run([CLI, "check", snap]))
+    reports = _checked_twins(tmp_path, KEPT_RESULTS, track, "steps 30, mean loss")
     snap, (rc, text) = reports["fixed"]
     assert rc == 0, text[:4000]
     assert "vramtrace check: 0 findings" in text, text[:4000]
@@ -435,20 +442,14 @@ def test_an_evaluation_after_the_last_step_is_judged_in_steps(track, tmp_path):
     what holds the outputs (the exit's walk takes in what the quiet time
     made: vramtrace/torch/_marks.py); its fixed twin, the
     outputs detached and on the host, is clean."""
-    got = {}
-    for kind in ("leak", "fixed"):
-        snap = str(tmp_path / f"{kind}.vtsnap")
-        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
-                       "-o", snap, "--", sys.executable, EVAL_AT_END, kind])
-        assert rc == 0 and "kept 200" in out, out[-3000:]
-        got[kind] = run([CLI, "check", snap])
-    rc, text = got["leak"]
+    got = _checked_twins(tmp_path, EVAL_AT_END, track, "kept 200")
+    _, (rc, text) = got["leak"]
     assert rc == 1, text[:4000]
     assert "never-freed judges them as steps" in text, text[:4000]
     assert re.search(rf"\[never-freed\].*\n.*eval_at_end.py:{EVAL_LINE}\b", text), text[:4000]
     if track:   # and what holds them: the list, through each output's graph
         assert re.search(r"held by: module __main__\.outputs → list\[\*\] → tensor 'out = "
                          r"model\(.*\)'\.grad_fn", text), text[:4000]
-    rc, text = got["fixed"]
+    _, (rc, text) = got["fixed"]
     assert rc == 0, text[:4000]
 
