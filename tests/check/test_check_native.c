@@ -461,6 +461,29 @@ TEST(what_a_loop_keeps_after_the_last_mark_is_never_freed)
     ASSERT_EQ(r->quiet_steps, 0);
     vt__check_report_free(r);
     synth_fini(&y);
+
+    /* A long quiet time in which one line kept two blocks a moment apart
+     * that happen to fall in two of its steps: a slice of time is not a
+     * step of the program's; a site needs three of them there. */
+    synth_init(&y);
+    stacks(&y);
+    for (int i = 1; i <= 6; i++) {
+        char l[32];
+        synth_tick(&y, 100000000);
+        snprintf(l, sizeof l, "step %d", i);
+        synth_mark(&y, l);
+    }
+    synth_tick(&y, 199000000);
+    synth_alloc(&y, 0x7fc000000000ull, MiB, st_fwd);
+    synth_tick(&y, 2000000);   /* across the quiet step's end at 200 ms */
+    synth_alloc(&y, 0x7fc001000000ull, MiB, st_fwd);
+    synth_tick(&y, 800000000);
+    synth_alloc(&y, 0x7fd000000000ull, 4096, st_act);   /* the run's last event */
+    r = check(&y, NULL);
+    ASSERT_GE(r->quiet_steps, 4);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
 }
 
 TEST_MAIN()

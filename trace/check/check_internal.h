@@ -283,6 +283,7 @@ const char *vt__ck_step_label(const ck_model *m, uint32_t step);
  * m->quiet_from (an evaluation after the last training step, which has no
  * optimizer step to mark). 0, or -ENOMEM. */
 #define CK_QUIET_STEPS 4
+#define CK_QUIET_MIN_SITE_STEPS 3   /* NEVER-FREED: a site's quiet steps, when it has no other */
 int vt__ck_quiet_tail(ck_model *m);
 /* The step of a moment after the last mark: nmarks + the quiet step it
  * falls in, or UINT32_MAX past the last whole one (or without a quiet tail). */

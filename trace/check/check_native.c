@@ -269,6 +269,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
             size_t ng = 0, nsteps = 0;
             uint32_t last_step = UINT32_MAX;
             uint64_t tmin = UINT64_MAX, tmax = 0;
+            int marked = 0;   /* one allocation in a step a mark ended */
             for (size_t k = 0; k < ns; k++) {
                 const ck_storage *st = &m->st[site[k]];
                 if (st->freed || st->claimed)
@@ -281,6 +282,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                         continue;
                     if (as == 0 || as == UINT32_MAX)
                         continue;
+                    marked |= as < m->nmarks;
                     if (as != last_step)  /* site[] is in alloc order */
                         nsteps++;
                     last_step = as;
@@ -302,7 +304,12 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
              * burst of allocations alone, however long it took, followed
              * by the whole loop or by an OOM in the first step. */
             uint64_t quiet = m->last_event_time > tmax ? m->last_event_time - tmax : 0;
-            int hit = m->nmarks ? nsteps >= 2
+            /* A quiet time's steps are slices of time, not the program's: two
+             * allocations of one line a moment apart may fall in two of them
+             * (ff.py's `x_te, y_te = x_te.to(device), y_te.to(device)`), a
+             * loop's fall in every one: three of them at least there. */
+            size_t need = marked ? 2 : CK_QUIET_MIN_SITE_STEPS;
+            int hit = m->nmarks ? nsteps >= need
                                 : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin &&
                                    vt__ck_freed_between(m, tmin, tmax));
             if (hit) {
