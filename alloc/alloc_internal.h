@@ -163,6 +163,9 @@ typedef struct vt__heap {
     vt__fence *fences;            /* in flight */
     vt__segment *retired;         /* dead segments become fully free, detached, waiting
                                      for release_detached() (backend free, lock dropped) */
+    vt__segment *unwaited;        /* detached ranges whose work a capture kept from being
+                                     waited for: released by the next release that is
+                                     not the free path's (vt__release_detached) */
     vt__block *batch;             /* unknown-stream frees awaiting a fence */
     uint64_t nbatch;
     vt__fence *batch_fence;       /* the batch fence in flight, if any */

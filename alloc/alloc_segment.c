@@ -149,7 +149,8 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
         vt__segment *s = list;
         list = s->next;
         /* a range whose work cannot be waited for during a capture goes
-         * back at a later release, as a dead segment that became free does */
+         * back at a later release (not at every free of the capture: the
+         * free path looks at h->retired only) */
         if (s->va_size && vt__expandable_wait(h, s) == VT_WAIT_CAPTURING) {
             s->next = deferred;
             deferred = s;
@@ -168,8 +169,8 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
     while (deferred) {
         vt__segment *s = deferred;
         deferred = s->next;
-        s->next = h->retired;
-        h->retired = s;
+        s->next = h->unwaited;
+        h->unwaited = s;
     }
     return rc;
 }
@@ -178,7 +179,8 @@ int vt__release_detached(vt__heap *h, vt__segment *list)
  * enough, else the largest first), or all of them. */
 static int release_cached(vt__heap *h, uint64_t need, bool all)
 {
-    vt__segment *list = NULL;
+    vt__segment *list = h->unwaited;   /* ranges a capture kept: tried again */
+    h->unwaited = NULL;
     vt__expandable_shrink(h);
     if (!all) {
         vt__segment *fit = NULL;
