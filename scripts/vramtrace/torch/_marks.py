@@ -114,8 +114,11 @@ class _Marks:
                     # a snapshot after a quiet stretch (an evaluation at the
                     # end, judged by `check` in steps of its own: check_clock.c)
                     # walks what that stretch made and uses too
-                    quiet = kind == "snapshot" and self._quiet_steps_passed()
-                    self._walk_stale(threshold + quiet, kind == "snapshot")
+                    # (no minimum, as `check`'s rule: a program with one
+                    # mark has no usual step, and no quiet stretch then)
+                    quiet = (kind == "snapshot" and len(self._marked_at) > 1
+                             and self._quiet_for(0.0))
+                    self._walk_stale(threshold + 1 if quiet else threshold, kind == "snapshot")
             except VramtraceError:
                 raise
             except Exception as exc:
@@ -181,27 +184,20 @@ class _Marks:
         if self._next_tick != _NO_TICK or self._gone_quiet():
             self._on_mark("tick", "")
 
-    def _quiet_steps_passed(self) -> bool:
+    def _quiet_for(self, at_least: float) -> bool:
         """Whether a program that marks has made no mark for _QUIET_STEPS
-        of its usual steps (the median gap between its recent marks), with
-        no minimum: `check`'s rule for the time after the last mark."""
-        marked = self._marked_at
-        gaps = sorted(b - a for a, b in zip(marked, list(marked)[1:]))
-        if not gaps:
-            return False
-        usual = gaps[len(gaps) // 2]
-        return time.perf_counter() - marked[-1] >= _QUIET_STEPS * usual
-
-    def _gone_quiet(self) -> bool:
-        """Whether a program that marks has made no mark for _QUIET_STEPS
-        of its usual steps (the median gap between its recent marks),
-        _QUIET_MIN_S at least."""
+        of its usual steps (the median gap between its recent marks), and
+        for ``at_least`` seconds."""
         marked = self._marked_at
         if not marked:
             return False
         gaps = sorted(b - a for a, b in zip(marked, list(marked)[1:]))
         usual = gaps[len(gaps) // 2] if gaps else 0.0
-        return time.perf_counter() - marked[-1] >= max(_QUIET_MIN_S, _QUIET_STEPS * usual)
+        return time.perf_counter() - marked[-1] >= max(at_least, _QUIET_STEPS * usual)
+
+    def _gone_quiet(self) -> bool:
+        """_quiet_for a second at least (_QUIET_MIN_S): the ticks' rule."""
+        return self._quiet_for(_QUIET_MIN_S)
 
     def _grads_follow_parameters(self, epoch: int, timed: bool = False) -> None:
         """A parameter's ``.grad`` is the parameter's state, not a tensor of
