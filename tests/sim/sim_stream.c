@@ -541,8 +541,9 @@ CUresult sim_stream_query(sim_stream *s)
     pthread_mutex_lock(&dev->lock);
     bool done = s->completed >= s->submitted;
     pthread_mutex_unlock(&dev->lock);
-    if (sim_device_fault(dev) != CUDA_SUCCESS)
-        return sim_device_fault(dev);
+    CUresult fault = sim_device_fault(dev);
+    if (fault != CUDA_SUCCESS)
+        return fault;
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 

@@ -336,7 +336,7 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
         r->grace_ns = opt.grace_ns;
     r->nmarks = m.nmarks;
     r->quiet_steps = (rules & VT_CHECK_RULE_NEVER_FREED) ? m.quiet_steps : 0;
-    r->last_mark_time_ns = m.quiet_from;
+    r->quiet_from_ns = m.quiet_from;
     r->nstorages = m.nst_all;
     r->ntensors = m.ntensors;
     r->nholders = m.nholders;

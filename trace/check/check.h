@@ -466,7 +466,7 @@ typedef struct vt__check_report {
     size_t nmarks;             /* MARK events: nmarks + 1 steps */
     size_t quiet_steps;        /* NEVER-FREED: whole steps of the usual length in the
                                   run's time after its last mark (check_clock.c) */
-    uint64_t last_mark_time_ns;   /* where they begin */
+    uint64_t quiet_from_ns;    /* where they begin: the last mark's time */
     size_t nstorages;          /* storages in the model (all kinds) */
     size_t ntensors, nholders, nrefs; /* annotation counts */
     size_t nignored;           /* storages skipped by --ignore patterns */

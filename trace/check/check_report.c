@@ -457,7 +457,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     if (r->quiet_steps)
         fprintf(f, "\n  after its last mark (%.3f s) the run went on for %zu of its usual steps"
                    " without one: never-freed judges them as steps",
-                rel_s(r, r->last_mark_time_ns), r->quiet_steps);
+                rel_s(r, r->quiet_from_ns), r->quiet_steps);
     /* The ring kept the newest events: what the run made and freed before
      * them is in no rule's reach (what it made and still holds is judged,
      * "allocated before the trace window"), and "0 findings" must not read
