@@ -411,6 +411,40 @@ TEST(a_wholly_free_range_waits_for_its_stream_before_it_goes_back)
     CHECK_INVARIANTS();
 }
 
+/* A range of another thread's per-thread default stream, which cannot be
+ * named from the thread that empties the cache: the whole device is waited
+ * for (a wait on the legacy stream alone would let the memset fault). */
+static void *freed_on_my_per_thread_stream(void *keep)
+{
+    char *a = vt_malloc(8 * MiB, 0, cudaStreamPerThread);
+    *(void **)keep = vt_malloc(2 * MiB, 0, cudaStreamPerThread);
+    if (!a || !*(void **)keep || cudaLaunchHostFunc(cudaStreamPerThread, hold_stream_100ms, NULL)
+        || cudaMemsetAsync(a, 1, 8 * MiB, cudaStreamPerThread))
+        return NULL;
+    vt_free(a, 0, 0, cudaStreamPerThread);
+    return keep;
+}
+
+TEST(a_range_of_another_threads_per_thread_stream_waits_for_the_device)
+{
+    setenv("SIMCUDA_MEM", "256M", 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    void *keep = NULL, *ok = NULL;
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, NULL, freed_on_my_per_thread_stream, &keep), 0);
+    ASSERT_EQ(pthread_join(t, &ok), 0);
+    ASSERT(ok != NULL);
+    uint64_t r0 = reserved();
+    simcuda_counters c0 = sim();
+    ASSERT_EQ(vt_empty_cache(0), 0);
+    ASSERT_EQ(reserved(), r0 - 8 * MiB);
+    simcuda_counters c1 = sim();
+    ASSERT_GE(c1.device_syncs - c0.device_syncs, 1);
+    ASSERT_EQ(c1.illegal_addresses, 0);
+    ASSERT_OK(cudaDeviceSynchronize());
+    CHECK_INVARIANTS();
+}
+
 /* Memory of no stream (cudaMalloc's): every free of it is fenced on every
  * stream, so its range unmaps once the fence completed, without a wait of
  * its own (and without a device-wide one). */
