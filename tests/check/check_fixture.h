@@ -49,6 +49,13 @@ static inline vt__check_report *check(synth *y, const vt__check_options *opt)
     return r;
 }
 
+/* y checked with default_options() but only `rules` (VT_CHECK_RULE_* bits). */
+static inline vt__check_report *check_rules(synth *y, unsigned rules)
+{
+    vt__check_options o = default_options();
+    o.rules = rules;
+    return check(y, &o);
+}
 
 static inline const vt__check_finding *by_addr(const vt__check_report *r, uint64_t addr)
 {
@@ -166,6 +173,16 @@ static inline void setup(synth *y)
     synth_new_tensor(y, W_ID, W_ADDR, 4 * MiB, "fc.weight", st_init);
 }
 
+/* setup(), and the program's module (holder `module`, "module __main__")
+ * keeping an object of type `kind` (holder module + 1) under `attr`. */
+static inline void setup_module_keeping(synth *y, uint64_t module, const char *kind,
+                                        const char *attr)
+{
+    setup(y);
+    synth_holder(y, module, "module __main__");
+    synth_held(y, module + 1, kind, module, attr);
+}
+
 /* Start step i: tick, mark, use the weights, one transient activation. */
 static inline void step(synth *y, int i)
 {
@@ -181,15 +198,20 @@ static inline void step(synth *y, int i)
     synth_free(y, a);
 }
 
+/* Steps from..to, nothing in them but what step() does. */
+static inline void steps(synth *y, int from, int to)
+{
+    for (int i = from; i <= to; i++)
+        step(y, i);
+}
+
 /* A list keeps two tensors, each the owner of a 75.02 KiB storage: a loss
  * of 8 bytes (PyTorch's mse_loss returns its 0-dim result on its elementwise
  * buffer) and a tensor as large as its storage; unused from step 1 through
  * step 5. The report and the page say the loss's own bytes. */
 static inline void kept_losses_on_their_buffers(synth *y)
 {
-    setup(y);
-    synth_holder(y, 9000, "module __main__");
-    synth_held(y, 9001, "list", 9000, ".loss_history");
+    setup_module_keeping(y, 9000, "list", ".loss_history");
     step(y, 1);
     synth_alloc(y, 0x7f7000000000ull, 76824, st_fwd);
     synth_tensor(y, 31, 0x7f7000000000ull, 8, 0, "loss = criterion(out, target) (train.py:58)");
@@ -198,8 +220,7 @@ static inline void kept_losses_on_their_buffers(synth *y)
     synth_new_tensor(y, 32, 0x7f7100000000ull, 76824, "err = out - target (train.py:57)", st_fwd);
     synth_use(y, 32);
     synth_ref(y, 9001, 32, "[1]");
-    for (int i = 2; i <= 5; i++)
-        step(y, i);
+    steps(y, 2, 5);
 }
 
 /* Not inlined: inlined into a caller that searches the text, gcc 12 takes

@@ -92,12 +92,10 @@ static inline void closure_self(synth *y, int fixed)
  * bug keeps. */
 static inline void keep_logits(synth *y, int i, uint64_t holder)
 {
-    char label[16];
     uint64_t t = 100 + (uint64_t)i;
     synth_made(y, t, 0x7f2000000000ull + (uint64_t)i * 0x10000000ull, 8 * MiB, "logits",
                st_fwd);
-    snprintf(label, sizeof label, "[%d]", i - 1);
-    synth_ref(y, holder, t, label);
+    synth_ref(y, holder, t, item_label(i - 1));
 }
 
 /* A 1 MiB view kept in a list pins the whole 64 MiB padded buffer after the

@@ -168,6 +168,15 @@ static inline void synth_ref(synth *y, uint64_t from, uint64_t to, const char *l
     SYNTH_EV(y, VT_EV_REF, .aux = from, .aux2 = to, .str = l);
 }
 
+/* "[k]": the label of a list's item k (synth_ref copies it; good until the
+ * next call). */
+static inline const char *item_label(int k)
+{
+    static char label[16];
+    snprintf(label, sizeof label, "[%d]", k);
+    return label;
+}
+
 static inline void synth_unref(synth *y, uint64_t from, uint64_t to)
 {
     SYNTH_EV(y, VT_EV_UNREF, .aux = from, .aux2 = to);
@@ -208,7 +217,6 @@ static inline void synth_made(synth *y, uint64_t id, uint64_t addr, uint64_t nby
     synth_use(y, id);
 }
 
-/* Release everything (the arrays are the synth's own). */
 /* The window lost its start: the state at the snapshot lists every block
  * the events leave alive (with its stack and seq) and `nold` more of
  * `size` bytes each at `old_addr` onward, allocated at `stack` before the
@@ -247,6 +255,7 @@ static inline void synth_lost_start(synth *y, uint32_t stack, int nold, uint64_t
     y->s.meta.events_overwritten = 1000;
 }
 
+/* Release everything (the arrays are the synth's own). */
 static inline void synth_fini(synth *y)
 {
     vt__snapshot_free_arrays(&y->s);

@@ -10,9 +10,7 @@
  * 1 MiB (the shapes below keep their activations at 1 MiB each). */
 static vt__check_report *linger_with_activations(synth *y, size_t activations)
 {
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(y, &o);
+    vt__check_report *r = check_rules(y, VT_CHECK_RULE_LINGER);
     size_t acts = 0;
     for (size_t i = 0; i < r->nfindings; i++)
         acts += r->findings[i].bytes == MiB;
@@ -27,13 +25,9 @@ static vt__check_report *linger_with_activations(synth *y, size_t activations)
 TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 5000, "module __main__");
-    synth_held(&y, 5001, "list", 5000, ".losses");
-    for (int i = 1; i <= 6; i++) {
+    setup_module_keeping(&y, 5000, "list", ".losses");
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
         synth_made(&y, base, act, MiB,
                    i == 4   ? "h = block(x) (train.py:40, backward: aten.mm out[0])"
@@ -51,6 +45,7 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
         }
         synth_ref(&y, node, base, "SavedTensor 'self' of ReluBackward0");
     }
+    steps(&y, 5, 6);
     vt__check_report *r = linger_with_activations(&y, 4);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "8 findings from 1 cause"), "%s", text);
@@ -75,13 +70,9 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
 TEST(a_chain_into_a_graph_without_its_root_joins_the_cause_that_names_the_root)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 5000, "module __main__");
-    synth_held(&y, 5001, "list", 5000, ".losses");
-    for (int i = 1; i <= 6; i++) {
+    setup_module_keeping(&y, 5000, "list", ".losses");
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         uint64_t base = 6000 + 100 * (uint64_t)i, act = 0x7f3000000000ull + (uint64_t)i * MiB;
         synth_made(&y, base, act, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
         uint64_t node;
@@ -98,6 +89,7 @@ TEST(a_chain_into_a_graph_without_its_root_joins_the_cause_that_names_the_root)
         synth_ref(&y, node, base + 10, "next_functions[0]");
         synth_ref(&y, base + 10, base, "SavedTensor 'self' of ReluBackward0");
     }
+    steps(&y, 5, 6);
     vt__check_report *r = linger_with_activations(&y, 4);
     uint32_t *g = calloc(r->nfindings, sizeof *g);
     ASSERT(g != NULL);
@@ -131,10 +123,8 @@ TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
     synth_holder(&y, 5002, "dict");
     synth_ref(&y, 5000, 5001, ".history");
     synth_ref(&y, 5000, 5002, ".cache");
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         for (int which = 0; which < 2; which++) {   /* history keeps a graph, cache another */
             uint64_t base = 6000 + 100 * (uint64_t)i + 50 * (uint64_t)which;
             uint64_t at = 0x7f3000000000ull + (uint64_t)(4 * i + 2 * which) * MiB;
@@ -150,6 +140,7 @@ TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
             synth_ref(&y, base + 5, base, "SavedTensor 'mat1' of AddmmBackward0");
         }
     }
+    steps(&y, 5, 6);
     vt__check_report *r = linger_with_activations(&y, 16);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "from 2 causes"), "%s", text);
@@ -174,16 +165,12 @@ TEST(graphs_kept_by_two_holders_are_two_causes_of_every_line_they_keep)
 TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 5000, "module __main__");
-    synth_held(&y, 5001, "list", 5000, ".history");
+    setup_module_keeping(&y, 5000, "list", ".history");
     char name[3000];
     memset(name, 'x', sizeof name - 1);
     name[sizeof name - 1] = 0;
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         uint64_t t = 7000 + 10 * (uint64_t)i;
         synth_made(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB, name, st_fwd);
         synth_ref(&y, 5001, t, "[0]");
@@ -193,9 +180,8 @@ TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
         synth_held(&y, t + 2, "MeanBackward0", t + 1, "grad_fn");
         synth_ref(&y, t + 2, t, "SavedTensor 'self' of MeanBackward0");
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
+    steps(&y, 5, 6);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(r->nfindings, 8);
     uint32_t g[8];
     long ng = vt__check_report_groups(r, NULL, g);
@@ -217,24 +203,17 @@ TEST(a_tensor_name_longer_than_a_group_key_is_grouped_and_shown)
 TEST(a_cause_drops_a_name_whose_what_holds_parentheses_whole)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 5000, "module __main__");
-    synth_held(&y, 5001, "list", 5000, ".kept");
-    for (int i = 1; i <= 6; i++) {
+    setup_module_keeping(&y, 5000, "list", ".kept");
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         uint64_t t = 7000 + 10 * (uint64_t)i;
-        char label[16];
-        snprintf(label, sizeof label, "[%d]", i - 1);
         synth_made(&y, t, 0x7f3000000000ull + (uint64_t)i * 4 * MiB, MiB,
                    "logits = model(x) (train.py:9, tensor (32, 64, 65) float32, made where "
                    "no op showed it)", st_fwd);
-        synth_ref(&y, 5001, t, label);
+        synth_ref(&y, 5001, t, item_label(i - 1));
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
+    steps(&y, 5, 6);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(r->nfindings, 4);
     uint32_t g[4];
     ASSERT_EQ(vt__check_report_groups(r, NULL, g), 1);
@@ -254,16 +233,15 @@ TEST(report_groups_give_each_finding_its_cause)
     setup(&y);
     synth_holder(&y, 5, "history");
     synth_holder(&y, 6, "cache");
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         keep_logits(&y, i, 5);
         if (i == 1) {   /* another cause, smaller */
             synth_made(&y, 200, 0x7f3000000000ull, 1 * MiB, "batch", st_act);
             synth_ref(&y, 6, 200, "['last']");
         }
     }
+    steps(&y, 5, 6);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 5);
     uint32_t g[5];
@@ -284,21 +262,15 @@ TEST(report_groups_give_each_finding_its_cause)
 TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 8000, "module __main__");
-    synth_held(&y, 8001, "list", 8000, ".history");
+    setup_module_keeping(&y, 8000, "list", ".history");
     synth_held(&y, 8002, "Trainer", 8000, ".trainer");
     synth_held(&y, 8003, "list", 8002, ".a");
     synth_held(&y, 8004, "list", 8002, ".b");
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
-        char label[16];
-        snprintf(label, sizeof label, "[%d]", i - 1);
         uint64_t out = 8100 + (uint64_t)i, t = 8200 + 4 * (uint64_t)i;
         uint64_t at = 0x7f5000000000ull + (uint64_t)i * 16 * MiB;
-        synth_held(&y, out, "ModelOutput", 8001, label);
+        synth_held(&y, out, "ModelOutput", 8001, item_label(i - 1));
         synth_new_tensor(&y, t, at, 4 * MiB, "lm_logits = self.lm_head(h) (model.py:10, aten.mm out[0])",
                          st_fwd);
         synth_new_tensor(&y, t + 1, at + 4 * MiB, MiB, "loss = F.cross_entropy(x, y) (model.py:12, "
@@ -311,12 +283,11 @@ TEST(tensors_of_several_lines_one_holder_keeps_are_one_cause)
             synth_use(&y, t + k);
         synth_ref(&y, out, t, "['logits']");
         synth_ref(&y, out, t + 1, "['loss']");
-        synth_ref(&y, 8003, t + 2, label);
-        synth_ref(&y, 8004, t + 3, label);
+        synth_ref(&y, 8003, t + 2, item_label(i - 1));
+        synth_ref(&y, 8004, t + 3, item_label(i - 1));
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
+    steps(&y, 5, 6);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(r->nfindings, 16);
     uint32_t g[16];
     ASSERT_EQ(vt__check_report_groups(r, NULL, g), 3);
@@ -358,10 +329,8 @@ TEST(a_cause_through_hundreds_of_autograd_nodes_reads_to_the_node_that_saved_it)
         synth_ref(&y, node, 7000 + k, "next_functions[0]");
         node = 7000 + k;
     }
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         uint64_t t = 8000 + (uint64_t)i, cell = 8100 + (uint64_t)i;
         synth_made(&y, t, 0x7f3000000000ull + (uint64_t)i * MiB, MiB,
                    "output, hidden = self.rnn(emb, hidden) (model.py:50, aten.mm out[0])", st_fwd);
@@ -369,6 +338,7 @@ TEST(a_cause_through_hundreds_of_autograd_nodes_reads_to_the_node_that_saved_it)
         synth_ref(&y, node, cell, "next_functions[2]");
         synth_ref(&y, cell, t, "SavedTensor 'result1' of ThnnFusedLstmCellBackward0");
     }
+    steps(&y, 5, 6);
     vt__check_report *r = linger_with_activations(&y, 4);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "4 findings from 1 cause"), "%s", text);
@@ -390,18 +360,12 @@ TEST(a_cause_through_hundreds_of_autograd_nodes_reads_to_the_node_that_saved_it)
 TEST(a_kept_outputs_items_and_its_caches_fields_are_one_cause)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 9000, "module __main__");
-    synth_held(&y, 9001, "list", 9000, ".history");
-    for (int i = 1; i <= 6; i++) {
+    setup_module_keeping(&y, 9000, "list", ".history");
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
-        char label[16];
-        snprintf(label, sizeof label, "[%d]", i - 1);
         uint64_t out = 9100 + 8 * (uint64_t)i, t = 9300 + 4 * (uint64_t)i;
         uint64_t at = 0x7f6000000000ull + (uint64_t)i * 16 * MiB;
-        synth_held(&y, out, "CausalLMOutputWithCrossAttentions", 9001, label);
+        synth_held(&y, out, "CausalLMOutputWithCrossAttentions", 9001, item_label(i - 1));
         synth_held(&y, out + 1, "DynamicCache", out, "['cache']");
         synth_held(&y, out + 2, "list", out + 1, ".layers");
         synth_held(&y, out + 3, "DynamicLayer", out + 2, "[0]");
@@ -415,9 +379,8 @@ TEST(a_kept_outputs_items_and_its_caches_fields_are_one_cause)
         synth_ref(&y, out + 3, t + 1, ".keys");
         synth_ref(&y, out + 3, t + 2, ".values");
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
+    steps(&y, 5, 6);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(r->nfindings, 12);
     uint32_t g[12];
     ASSERT_EQ(vt__check_report_groups(r, NULL, g), 1);
@@ -437,14 +400,10 @@ TEST(a_kept_outputs_items_and_its_caches_fields_are_one_cause)
 TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 7000, "module __main__");
-    synth_held(&y, 7001, "Adam", 7000, ".opt");
+    setup_module_keeping(&y, 7000, "Adam", ".opt");
     synth_held(&y, 7002, "defaultdict", 7001, ".state");
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         uint64_t d = 7100 + (uint64_t)i, t = 7200 + 2 * (uint64_t)i;
         uint64_t at = 0x7f4000000000ull + (uint64_t)i * 4 * MiB;
         synth_made(&y, t, at, MiB, "opt.step() (train.py:50, aten.zeros_like out[0])", st_fwd);
@@ -456,9 +415,8 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
         synth_ref(&y, d, t, "['exp_avg']");
         synth_ref(&y, d, t + 1, "['exp_avg_sq']");
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
+    steps(&y, 5, 6);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
     size_t state = 0;
     for (size_t i = 0; i < r->nfindings; i++)
         state += r->findings[i].bytes == MiB;
@@ -492,32 +450,25 @@ TEST(findings_of_one_line_under_one_holder_are_one_cause_whatever_key_holds_them
 TEST(a_cause_reached_through_several_keys_of_one_dict_says_dict_star)
 {
     synth y;
-    setup(&y);
-    synth_holder(&y, 8500, "module __main__");
-    synth_held(&y, 8501, "GAT", 8500, ".gat_net");
+    setup_module_keeping(&y, 8500, "GAT", ".gat_net");
     synth_held(&y, 8502, "dict", 8501, "._modules");
     synth_held(&y, 8503, "GraphAttentionLayer", 8502, "['gat1']");
     synth_held(&y, 8504, "GraphAttentionLayer", 8502, "['gat2']");
     synth_held(&y, 8505, "list", 8503, ".attention_log");
     synth_held(&y, 8506, "list", 8504, ".attention_log");
-    for (int i = 1; i <= 6; i++) {
+    for (int i = 1; i <= 4; i++) {
         step(&y, i);
-        if (i > 4)
-            continue;
         for (uint64_t layer = 0; layer < 2; layer++) {
             uint64_t t = 8600 + 2 * (uint64_t)i + layer;
             uint64_t at = 0x7f6000000000ull + ((uint64_t)i * 2 + layer) * 4 * MiB;
             synth_made(&y, t, at, MiB,
                        "attention = F.softmax(e, dim=-1) (main.py:124, aten._softmax out[0])",
                        st_fwd);
-            char label[16];
-            snprintf(label, sizeof label, "[%d]", i - 1);
-            synth_ref(&y, 8505 + layer, t, label);
+            synth_ref(&y, 8505 + layer, t, item_label(i - 1));
         }
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER;
-    vt__check_report *r = check(&y, &o);
+    steps(&y, 5, 6);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
     ASSERT(r->nfindings >= 6);
     ASSERT_EQ(vt__check_report_groups(r, NULL, NULL), 1);
     char *text = render(r, &y, 0);

@@ -152,9 +152,7 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
     ASSERT_EQ(r->rules_run & VT_CHECK_RULE_GROWTH, 0);
     ASSERT_EQ(r->rules_need_steps & VT_CHECK_RULE_GROWTH, 0);   /* automatic: silent */
     vt__check_report_free(r);
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_GROWTH;
-    r = check(&y, &o);
+    r = check_rules(&y, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->nfindings, 0);
@@ -239,9 +237,7 @@ TEST(a_growing_line_is_shown_with_what_holds_its_storages)
         step(&y, i);
         synth_new_tensor(&y, 8100 + (uint64_t)i, 0x7f5000000000ull + (uint64_t)i * 2 * MiB, MiB,
                          "mask = torch.rand(n) (train.py:31, aten.rand out[0])", st_fwd);
-        char label[16];
-        snprintf(label, sizeof label, "[%d]", i - 1);
-        synth_ref(&y, 8001, 8100 + (uint64_t)i, label);
+        synth_ref(&y, 8001, 8100 + (uint64_t)i, item_label(i - 1));
         for (int k = 1; k <= i; k++)
             synth_use(&y, 8100 + (uint64_t)k);
     }
@@ -291,9 +287,7 @@ TEST(sites_growing_under_one_line_of_the_program_are_one_cause)
             synth_use(&y, 8200 + (uint64_t)k);
         }
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_GROWTH;
-    vt__check_report *r = check(&y, &o);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->nfindings, 2);   /* a finding per site */
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "2 findings from 1 cause"), "%s", text);

@@ -300,9 +300,7 @@ static void tbptt(synth *y, int kind, uint64_t exit_ns)
 
 static vt__check_report *check_asking_growth(synth *y)
 {
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH;
-    return check(y, &o);
+    return check_rules(y, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
 }
 
 TEST(a_graph_kept_across_batches_grows_by_time_under_track_and_names_its_holder)
@@ -385,9 +383,7 @@ TEST(growth_asked_where_it_cannot_run_is_not_offered_by_name)
 {
     synth y;
     eval_loop(&y, 1, 0);
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_GROWTH;
-    vt__check_report *r = check(&y, &o);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_GROWTH);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "growth judges step by step: not run."), "%s", text);

@@ -294,8 +294,7 @@ TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
     synth_use(&y, 301);
     synth_holder(&y, 302, "Adam.state");
     synth_ref(&y, 302, 301, "[<Parameter>]");
-    for (int i = 2; i <= 5; i++)
-        step(&y, i);
+    steps(&y, 2, 5);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, at);
     ASSERT(f != NULL);
@@ -321,8 +320,7 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     synth_made(&y, 400, at, MiB,
                "loss = model(x).sigmoid().mean() (train.py:9, aten.sigmoid out[0])", st_init);
     synth_drop(&y, 400);
-    for (int i = 2; i <= 5; i++)
-        step(&y, i);
+    steps(&y, 2, 5);
     synth_holder(&y, 401, "SigmoidBackward0");
     synth_tensor(&y, 402, at, MiB, VT_TENSOR_SAVED_ONLY,
                  "loss = model(x).sigmoid().mean() (train.py:9, saved 'result' of SigmoidBackward0)");
@@ -368,8 +366,7 @@ TEST(a_freed_storage_whose_holder_a_later_walk_found_is_shown_held_until_freed)
     step(&y, 1);
     const uint64_t at = 0x7f7200000000ull;
     synth_made(&y, 500, at, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
-    for (int i = 2; i <= 4; i++)
-        step(&y, i);
+    steps(&y, 2, 4);
     synth_holder(&y, 501, "module __main__");    /* a walk at step 4's end */
     synth_ref(&y, 501, 500, ".kept");
     step(&y, 5);
@@ -398,8 +395,7 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
     synth_made(&y, 600, at, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
     synth_holder(&y, 601, "module __main__");
     synth_ref(&y, 601, 600, ".kept");
-    for (int i = 2; i <= 5; i++)
-        step(&y, i);
+    steps(&y, 2, 5);
     synth_holder(&y, 602, "Trainer");
     synth_ref(&y, 602, 600, ".cache");
     synth_drop(&y, 600);
@@ -432,8 +428,7 @@ static void graph_held_by_a_replaced_local(int loss_before_window, const char *c
     const uint64_t at = 0x7f7400000000ull, loss_at = 0x7f7500000000ull;
     synth_made(&y, 700, at, MiB, "output, hidden = rnn(x, hidden) (train.py:12, aten.mm out[0])",
                st_fwd);
-    for (int i = 2; i <= 4; i++)
-        step(&y, i);
+    steps(&y, 2, 4);
     if (!loss_before_window)
         synth_made(&y, 702, loss_at, 512, "loss = criterion(output, y) (train.py:13)", st_fwd);
     synth_holder(&y, 701, "ThnnFusedLstmCellBackward0");   /* a walk at step 4's end */
@@ -548,8 +543,7 @@ TEST(deep_chain_is_bounded_and_marked_truncated)
         SYNTH_EV(&y, VT_EV_HOLDER_NEW, .aux = 100000 + h);
         SYNTH_EV(&y, VT_EV_REF, .aux = 100000 + h, .aux2 = h ? 100000 + h - 1 : 2);
     }
-    for (int i = 2; i <= 4; i++)
-        step(&y, i);
+    steps(&y, 2, 4);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 1);
@@ -585,8 +579,7 @@ static vt__check_report *held_through_a_chain(synth *y, uint64_t n, hop_fn name,
     for (uint64_t i = 0; i + 1 < n; i++)
         synth_ref(y, 100 + i, 100 + i + 1, via(i, buf, sizeof buf));
     synth_ref(y, 100 + n - 1, 2, saved);
-    for (int i = 2; i <= 4; i++)
-        step(y, i);
+    steps(y, 2, 4);
     return check(y, NULL);
 }
 
@@ -701,8 +694,7 @@ TEST(weights_used_every_step_are_never_flagged)
 {
     synth y;
     setup(&y);
-    for (int i = 1; i <= 30; i++)
-        step(&y, i);
+    steps(&y, 1, 30);
     vt__check_report *r = check(&y, NULL);
     ASSERT_CLEAN(r, &y);
     ASSERT_EQ(r->ntensors, 31);

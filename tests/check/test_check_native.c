@@ -124,9 +124,7 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     assert_rendered_says(r, &y, 1, "\"rules_need_steps\":[\"never-freed\",\"outlier\"]");
     vt__check_report_free(r);
     /* named, they judge by time */
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_NEVER_FREED;
-    r = check(&y, &o);
+    r = check_rules(&y, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(r->rules_need_steps, 0);
     ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
     vt__check_report_free(r);
@@ -255,9 +253,7 @@ TEST(native_findings_in_a_list_of_causes_are_shown_by_their_call_site)
         keep_logits(&y, i, 5);
         synth_alloc(&y, 0x7fe000000000ull + (uint64_t)i * 0x1000000, MiB, scratch);
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_LINGER | VT_CHECK_RULE_NEVER_FREED;
-    vt__check_report *r = check(&y, &o);
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_NEVER_FREED);
     /* four logits lingering, their call site never freeing, the scratch's */
     ASSERT_EQ(r->nfindings, 6);
     char *text = render(r, &y, 0);

@@ -202,9 +202,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
     vt__check_report_free(r);
 
     /* PINNED alone is not cut: pinned until the view's drop in step 8. */
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULE_PINNED;
-    r = check(&y, &o);
+    r = check_rules(&y, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(only_finding(r)->pinned_cut, 0);
     ASSERT_GT(r->findings[0].pinned_until_seq, lg ? 0 : 0);
     ASSERT_EQ(r->findings[0].freed, 1);

@@ -118,8 +118,7 @@ TEST(a_holder_declared_before_the_window_takes_the_name_given_again)
     synth_holder(&y, 73, "named");
     synth_ref(&y, 71, 72, ".kept");     /* 71, 72: declared before the window */
     synth_ref(&y, 72, 70, "[0]");
-    for (int i = 2; i <= 6; i++)
-        step(&y, i);
+    steps(&y, 2, 6);
     synth_name(&y, 71, "module __main__");
     synth_name(&y, 72, "list");
     synth_name(&y, 73, "renamed");           /* named already: left alone */
@@ -518,9 +517,7 @@ TEST(empty_and_malformed_inputs_never_fail)
         e->str = (uint32_t)i * 1000;
         e->stack = (uint32_t)i * 1000;
     }
-    vt__check_options o = default_options();
-    o.rules = VT_CHECK_RULES_ALL;
-    r = check(&y, &o);
+    r = check_rules(&y, VT_CHECK_RULES_ALL);
     FILE *devnull = fopen("/dev/null", "w");
     ASSERT(devnull);
     ASSERT_EQ(vt__check_report_print(devnull, r, &y.s, 0), 0);
