@@ -138,22 +138,19 @@ TEST(max_paths_and_multiple_roots)
     /* One storage held by three lists: three roots, shortest first. */
     synth y;
     setup(&y);
-    for (int i = 1; i <= 6; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_new_tensor(&y, 70, ACT1, MiB, "t", st_fwd);
-            synth_holder(&y, 71, "deep");
-            synth_holder(&y, 72, "mid");
-            synth_holder(&y, 73, "short");
-            synth_holder(&y, 74, "other");
-            synth_ref(&y, 71, 72, ".x");
-            synth_ref(&y, 72, 70, "[0]");
-            synth_ref(&y, 73, 70, "[1]");
-            synth_ref(&y, 74, 70, "[2]");
-            synth_ref(&y, 73, 70, "[3]");   /* a second edge, same pair */
-            synth_unref(&y, 73, 70);        /* removes the latest: [3] */
-        }
-    }
+    step(&y, 1);
+    synth_new_tensor(&y, 70, ACT1, MiB, "t", st_fwd);
+    synth_holder(&y, 71, "deep");
+    synth_holder(&y, 72, "mid");
+    synth_holder(&y, 73, "short");
+    synth_holder(&y, 74, "other");
+    synth_ref(&y, 71, 72, ".x");
+    synth_ref(&y, 72, 70, "[0]");
+    synth_ref(&y, 73, 70, "[1]");
+    synth_ref(&y, 74, 70, "[2]");
+    synth_ref(&y, 73, 70, "[3]");   /* a second edge, same pair */
+    synth_unref(&y, 73, 70);        /* removes the latest: [3] */
+    steps(&y, 2, 6);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 3);
@@ -216,27 +213,24 @@ static void graph_kept_by_a_global(int shorter_is_node, const char *second)
 {
     synth y;
     setup(&y);
-    for (int i = 1; i <= 6; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_new_tensor(&y, 80, ACT1, MiB, "gates", st_fwd);
-            synth_new_tensor(&y, 82, ACT2 + 4096, 4, "hidden", st_fwd);
-            synth_holder(&y, 83, "module __main__");
-            synth_holder(&y, 84, "LstmBackward0");
-            synth_holder(&y, 85, "StackBackward0");
-            if (shorter_is_node) {
-                synth_holder(&y, 81, "NllLossBackward0");
-                synth_ref(&y, 81, 84, "next_functions[0]");
-            } else {
-                synth_new_tensor(&y, 81, ACT2, 4, "out", st_fwd);
-                synth_ref(&y, 81, 84, "grad_fn");
-            }
-            synth_ref(&y, 84, 80, "SavedTensor 'gates' of LstmBackward0");
-            synth_ref(&y, 85, 84, "next_functions[0]");
-            synth_ref(&y, 82, 85, "grad_fn");
-            synth_ref(&y, 83, 82, ".hidden");
-        }
+    step(&y, 1);
+    synth_new_tensor(&y, 80, ACT1, MiB, "gates", st_fwd);
+    synth_new_tensor(&y, 82, ACT2 + 4096, 4, "hidden", st_fwd);
+    synth_holder(&y, 83, "module __main__");
+    synth_holder(&y, 84, "LstmBackward0");
+    synth_holder(&y, 85, "StackBackward0");
+    if (shorter_is_node) {
+        synth_holder(&y, 81, "NllLossBackward0");
+        synth_ref(&y, 81, 84, "next_functions[0]");
+    } else {
+        synth_new_tensor(&y, 81, ACT2, 4, "out", st_fwd);
+        synth_ref(&y, 81, 84, "grad_fn");
     }
+    synth_ref(&y, 84, 80, "SavedTensor 'gates' of LstmBackward0");
+    synth_ref(&y, 85, 84, "next_functions[0]");
+    synth_ref(&y, 82, 85, "grad_fn");
+    synth_ref(&y, 83, 82, ".hidden");
+    steps(&y, 2, 6);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, ACT1);
     ASSERT(f != NULL);
@@ -265,20 +259,17 @@ TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
      * the path shown first is the one that says who holds it. */
     synth y;
     setup(&y);
-    for (int i = 1; i <= 6; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_new_tensor(&y, 70, ACT1, MiB, "logits", st_fwd);
-            synth_holder(&y, 71, "frame");
-            synth_holder(&y, 72, "Net");
-            synth_holder(&y, 73, "list");
-            synth_holder(&y, 74, "dict");
-            synth_ref(&y, 73, 70, "[0]");
-            synth_ref(&y, 72, 73, ".outputs");
-            synth_ref(&y, 71, 72, "local 'model' in fit trainer.py:538");
-            synth_ref(&y, 74, 72, "['model']");
-        }
-    }
+    step(&y, 1);
+    synth_new_tensor(&y, 70, ACT1, MiB, "logits", st_fwd);
+    synth_holder(&y, 71, "frame");
+    synth_holder(&y, 72, "Net");
+    synth_holder(&y, 73, "list");
+    synth_holder(&y, 74, "dict");
+    synth_ref(&y, 73, 70, "[0]");
+    synth_ref(&y, 72, 73, ".outputs");
+    synth_ref(&y, 71, 72, "local 'model' in fit trainer.py:538");
+    synth_ref(&y, 74, 72, "['model']");
+    steps(&y, 2, 6);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = the_finding(r, ACT1, MiB);
     ASSERT_EQ(f->npaths, 2);
