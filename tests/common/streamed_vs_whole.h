@@ -75,6 +75,18 @@ static inline void svw_each_random(uint64_t seed, int rounds, uint64_t max_event
 typedef void svw_in_memory(const vt__snapshot_data *s, int variant, const char *what);
 typedef void svw_from_file(const char *path, size_t chunk, int variant, const char *what);
 
+/* s written to a file of its own (svw_write_snapshot, TAG), checked by
+ * from_file reading it in chunks of `chunk` bytes with `variant`, removed. */
+static inline void svw_from_own_file(const vt__snapshot_data *s, const char *tag,
+                                     svw_from_file *from_file, size_t chunk, int variant,
+                                     const char *what)
+{
+    char dir[64], path[96];
+    svw_write_snapshot(s, tag, dir, path, sizeof path);
+    from_file(path, chunk, variant, what);
+    svw_remove(dir, path);
+}
+
 /* A view's test on a training loop read in small chunks: gen_training's
  * loop (100000 events, seed 7) written to a file of its own (TAG) and read
  * in 16-byte chunks with variant v16, then in the default ones with v0

@@ -172,12 +172,8 @@ static void same_from_file(const char *path, size_t chunk, int variant, const ch
 static void random_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char *what)
 {
     same_in_memory(s, k % 2, what);
-    if (k % 20 == 0) {
-        char dir[64], path[96];
-        svw_write_snapshot(s, "exportstream", dir, path, sizeof path);
-        same_from_file(path, 1 + gen_rand(rnd) % 64, k % 2, what);
-        svw_remove(dir, path);
-    }
+    if (k % 20 == 0)
+        svw_from_own_file(s, "exportstream", same_from_file, 1 + gen_rand(rnd) % 64, k % 2, what);
 }
 
 TEST(streamed_exports_are_the_whole_exports_on_random_event_streams)

@@ -135,12 +135,8 @@ static void random_round(vt__snapshot_data *s, int k, uint64_t *rnd, const char 
         if (s->events[i].kind == VT_EV_OOM)
             s->events[i].kind = VT_EV_MARK;
     same_in_memory(s, check, what);
-    if (k % 20 == 0) {
-        char dir[64], path[96];
-        svw_write_snapshot(s, "vizstream", dir, path, sizeof path);
-        same_from_file(path, 1 + gen_rand(rnd) % 64, check, what);
-        svw_remove(dir, path);
-    }
+    if (k % 20 == 0)
+        svw_from_own_file(s, "vizstream", same_from_file, 1 + gen_rand(rnd) % 64, check, what);
 }
 
 TEST(streamed_page_is_the_whole_page_on_random_event_streams)
