@@ -57,12 +57,13 @@ static inline vt__check_report *check_rules(synth *y, unsigned rules)
     return check(y, &o);
 }
 
+/* The finding on the storage at addr; the test fails where there is none. */
 static inline const vt__check_finding *by_addr(const vt__check_report *r, uint64_t addr)
 {
     for (size_t i = 0; i < r->nfindings; i++)
         if (r->findings[i].addr == addr)
             return &r->findings[i];
-    return NULL;
+    HARNESS_FAIL("no finding on 0x%llx (of %zu findings)", (unsigned long long)addr, r->nfindings);
 }
 
 static inline const char *path_text(const vt__check_finding *f, size_t i)

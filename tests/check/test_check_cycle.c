@@ -135,11 +135,9 @@ TEST(a_late_collection_is_one_cycle_finding_not_a_linger_one_too)
      * view through complete steps after its last use, LINGER's. */
     ASSERT_EQ(r->nfindings, 2);
     const vt__check_finding *f = by_addr(r, ACT1);
-    ASSERT(f);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_CYCLE);
     ASSERT_EQ(f->steps_unused, 4);   /* steps 3..6 complete and unused */
     f = by_addr(r, ACT2);
-    ASSERT(f);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     /* --rules linger: the same storage is LINGER's alone */
     vt__check_options o;

@@ -297,7 +297,6 @@ TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
     steps(&y, 2, 5);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, at);
-    ASSERT(f != NULL);
     ASSERT_EQ(f->owner_id, 301);
     ASSERT_STR_CONTAINS(f->owner_name, "parameter, first used by");
     vt__check_report_free(r);
@@ -329,7 +328,6 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     step(&y, 6);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, at);
-    ASSERT(f != NULL);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(f->owner_id, 400);                      /* not taken over */
     ASSERT(f->last_use_seq < walk_seq);        /* from step 1, not from the walk */
@@ -376,7 +374,6 @@ TEST(a_freed_storage_whose_holder_a_later_walk_found_is_shown_held_until_freed)
     step(&y, 7);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, at);
-    ASSERT(f != NULL);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT(f->free_seq != 0);
     ASSERT(f->paths_before_free);
@@ -403,7 +400,6 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
     step(&y, 6);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, at);
-    ASSERT(f != NULL);
     ASSERT(!f->paths_before_free);
     ASSERT_EQ(f->path_seq, f->linger_from_seq);
     assert_first_chain(r, &y, f, "module __main__.kept", "held by (when it became a finding):");
@@ -446,7 +442,6 @@ static void graph_held_by_a_replaced_local(int loss_before_window, const char *c
     step(&y, 7);
     vt__check_report *r = check(&y, NULL);
     const vt__check_finding *f = by_addr(r, at);
-    ASSERT(f != NULL);
     ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
     ASSERT(f->paths_before_free);
     assert_first_chain(r, &y, f, chain, "held by (before it was freed):");
