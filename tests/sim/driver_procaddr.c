@@ -119,7 +119,6 @@ static const proc_entry table[] = {
     E("cuFuncSetAttribute", 9000, cuFuncSetAttribute),
     E("cuFuncSetCacheConfig", 3000, cuFuncSetCacheConfig),
     E("cuOccupancyMaxActiveClusters", 11070, cuOccupancyMaxActiveClusters),
-    S("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     E("cuModuleLoad", 2000, cuModuleLoad),
     E("cuModuleLoadDataEx", 2010, cuModuleLoadDataEx),
     E("cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, cuOccupancyMaxActiveBlocksPerMultiprocessor),
