@@ -8,7 +8,11 @@
 #define GRAD 0x7f5000000000ull
 #define NTAPE 4
 
-static void tape_steps(synth *y, int fixed)
+/* fixed: each intermediate freed after its use; release_thread: the thread
+ * whose events free the tape's entries at the end (1: the program's, as a
+ * hand-written tape; 2: the autograd engine's, releasing what backward
+ * nodes saved) */
+static void tape_steps_freed_on(synth *y, int fixed, uint32_t release_thread)
 {
     setup(y);
     for (int i = 1; i <= 6; i++) {
@@ -43,10 +47,17 @@ static void tape_steps(synth *y, int fixed)
             for (int k = 0; k < NTAPE; k++) {  /* the tape is cleared at the end */
                 synth_unref(y, 9000 + (uint64_t)i, base + (uint64_t)k);
                 synth_drop(y, base + (uint64_t)k);
-                synth_free(y, TAPE + (uint64_t)i * 0x1000000 + (uint64_t)k * 0x100000);
+                SYNTH_EV(y, VT_EV_FREE_REQUESTED,
+                         .addr = TAPE + (uint64_t)i * 0x1000000 + (uint64_t)k * 0x100000)
+                    ->thread = release_thread;
             }
         }
     }
+}
+
+static void tape_steps(synth *y, int fixed)
+{
+    tape_steps_freed_on(y, fixed, 1);
 }
 
 static vt__check_report *check_tape(synth *y)
@@ -94,6 +105,22 @@ TEST(tape_keeping_intermediates_through_the_peak_is_flagged)
     ASSERT_STR_CONTAINS(js, ",\"step\":{\"ns\":");
     ASSERT_STR_CONTAINS(js, ",\"idle_pct\":");
     free(js);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(what_another_thread_frees_after_its_last_seen_use_is_not_judged)
+{
+    /* The same steps, the entries freed by the autograd engine's thread: a
+     * backward node's saved tensors, released right after the node read
+     * them, a read that track() records only for tensors that outlive the
+     * backward (observer.cpp, engine_ops): their true last use is unknown.
+     * On clean training loops on the simulated device these were all but
+     * 11 of the rule's 4,100 findings. */
+    synth y;
+    tape_steps_freed_on(&y, 0, 2);
+    vt__check_report *r = check_tape(&y);
+    ASSERT_CLEAN(r, &y);
     vt__check_report_free(r);
     synth_fini(&y);
 }

@@ -161,6 +161,7 @@ static int close_storage(ck_model *m, uint32_t x, const vt__event *e, uint32_t s
     s->free_seq = e->seq;
     s->free_time = e->time_ns;
     s->free_stack = stack;
+    s->free_thread = e->thread;
     vt__ck_live_remove(m, x);
     return retirable(m, s) ? retire(m, x) : 0;
 }
@@ -253,7 +254,7 @@ static int push_use(ck_model *m, const vt__event *e, uint32_t node)
     if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0)
         return -ENOMEM;
     m->uses[m->nuses++] = (ck_use){ .seq = e->seq, .time = e->time_ns, .storage = st,
-                                    .node = node, .stack = e->stack };
+                                    .node = node, .stack = e->stack, .thread = e->thread };
     m->st[st].nuses++;
     return 0;
 }

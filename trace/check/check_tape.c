@@ -108,6 +108,16 @@ int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
             st->lingered)
             continue;
         const ck_use *last = &m->uses[st->first_use + st->nuses - 1];
+        /* Freed by another thread than the one that used it last: on a
+         * device, the autograd engine's thread releasing what a backward
+         * node saved, right after the node read it. track()'s op observer
+         * records that read only for a tensor that outlives the backward
+         * (scripts/vramtrace/native/trackobs/observer.cpp, engine_ops), so
+         * the last use seen is the forward's and the true one is unknown, at
+         * most the free: not judged (on clean training loops, all of the
+         * rule's findings but a program's 11 of 4,100 were such). */
+        if (st->free_thread != last->thread)
+            continue;
         uint32_t j = vt__ck_step_of(m, last->seq);
         /* a complete step (between two marks) that also saw the free */
         if (j == 0 || j >= m->nmarks || vt__ck_step_of(m, st->free_seq) != j)
