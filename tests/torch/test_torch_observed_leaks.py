@@ -450,6 +450,12 @@ def test_an_evaluation_after_the_last_step_is_judged_in_steps(track, tmp_path):
     if track:   # and what holds them: the list, through each output's graph
         assert re.search(r"held by: module __main__\.outputs → list\[\*\] → tensor 'out = "
                          r"model\(.*\)'\.grad_fn", text), text[:4000]
-    _, (rc, text) = got["fixed"]
+    snap, (rc, text) = got["fixed"]
     assert rc == 0, text[:4000]
+    if track:
+        # The opt-in tape rule on the training steps: what each backward
+        # read and its engine thread freed is not retention (before: 18
+        # findings, the relu outputs the observer saw last used forward).
+        rc, text = run([CLI, "check", snap, "--rules", "tape"])
+        assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
