@@ -248,17 +248,7 @@ struct Started : at::ObserverContext {
     c10::SmallVector<c10::IValue, 6> inputs;   // inline: an op has a few
     bool engine = false;       // on another thread than the owner's
     uint32_t forward = 0;      // there: the forward op's frames (a stack id), 0: none
-    bool quieted = false;      // RecordFunction turned off on this thread until it ends
 };
-
-// Whether this thread's ops reach no RecordFunction callback but this
-// file's (no profiler, no other observer, here or global): then the ops
-// inside an op looked at, which op_started passes over anyway, may skip
-// RecordFunction altogether (quiet_inner_ops), and nobody sees less.
-bool only_callback_here()
-{
-    return !at::hasGlobalCallbacks() && at::get_record_function_tls_().sorted_tls_callbacks_.size() == 1;
-}
 
 // An op starting on another thread than the owner's (an autograd engine
 // thread: it runs no Python code): the stack id of the Python frames of the
@@ -411,15 +401,6 @@ std::unique_ptr<at::ObserverContext> op_started(const at::RecordFunction &fn)
         c10::ArrayRef<const c10::IValue> in = fn.inputs();
         started->inputs.assign(in.begin(), in.end());
         open_ops++;   // first: what lending runs in Python is not the program's
-        // The ops its kernel calls are not looked at (open_ops), but with a
-        // callback that wants inputs and outputs RecordFunction boxes each
-        // one's arguments and results before asking: a linear's addmm, an
-        // optimizer's foreach kernels. Off for this thread until it ends,
-        // when nothing else would see them (the program's profiler would).
-        if (at::isRecordFunctionEnabled() && only_callback_here()) {
-            at::enableRecordFunction(false);
-            started->quieted = true;
-        }
         // not a thread that runs the program's forward ops: an engine
         // thread (PyTorch handed it the callback with a joined thread's state)
         started->engine = !follows_this_thread();
@@ -826,10 +807,6 @@ void op_ended(const at::RecordFunction &fn, at::ObserverContext *ctx)
     if (ctx == nullptr)
         return;
     Started *started = static_cast<Started *>(ctx);
-    struct Requiet {   // RecordFunction back on once the op is handed over, whatever happens
-        bool on;
-        ~Requiet() { if (on) at::enableRecordFunction(true); }
-    } requiet{started->quieted};
     if (started->forward != 0 && lend != nullptr)   // its allocations are done
         lend(0);
     // An op that failed ends while its exception unwinds the stack: the
