@@ -760,6 +760,47 @@ TEST(frames_folded_are_torch_plumbing_the_interpreter_and_a_recorders_own)
     synth_fini(&y);
 }
 
+/* One mark in the window (a CPU program whose steps each fill the ring, a run
+ * of one optimizer step): linger judges at a mark after a storage's last
+ * use's step, so it judges nothing, and the report says so rather than
+ * letting "0 findings" read as its verdict. With marks after the use, the
+ * same tensor is a finding and the line is gone. */
+static vt__check_report *kept_after_marks(synth *y, int marks)
+{
+    setup(y);
+    step(y, 1);
+    synth_new_tensor(y, 70, ACT1, MiB, "kept", st_fwd);
+    synth_use(y, 70);
+    steps(y, 2, marks);
+    synth_tick(y, 5000000000ull);
+    return check(y, NULL);
+}
+
+TEST(one_mark_in_the_window_says_linger_judged_nothing)
+{
+    synth y;
+    vt__check_report *r = kept_after_marks(&y, 1);
+    ASSERT_EQ(r->nmarks, 1);
+    ASSERT_EQ(r->nfindings, 0);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "\n  one mark in the window: linger judges a storage at a mark "
+                              "after its last use's step, so it judged none (a run of more "
+                              "steps, or a larger ring, gives it some)\n");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = kept_after_marks(&y, 4);
+    ASSERT_EQ(r->nmarks, 4);
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].rule, VT_CHECK_RULE_LINGER);
+    text = render(r, &y, 0);
+    ASSERT(strstr(text, "one mark in the window") == NULL);
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(one_million_events_checked)
 {
     /* 4000 steps x ~250 events: 20 weights used every step, 30 activations

@@ -454,6 +454,19 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
             rel_s(r, r->end_time_ns));
     if (r->nignored)
         fprintf(f, ", %zu ignored", r->nignored);
+    /* Linger and tape judge a storage at a mark after the step of its last
+     * use: one mark in the window gives them none to judge at, and "0
+     * findings" must not read as their verdict (a CPU program whose steps
+     * each fill the ring, or a run of one optimizer step). */
+    unsigned by_later_marks = r->rules_run & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_TAPE);
+    if (r->grace_mode == VT_CHECK_GRACE_STEPS && r->nmarks < 2 && by_later_marks) {
+        fprintf(f, "\n  one mark in the window: ");
+        print_rules(f, by_later_marks);
+        int one = (by_later_marks & (by_later_marks - 1)) == 0;
+        fprintf(f, " judge%s a storage at a mark after its last use's step, so %s judged none "
+                   "(a run of more steps, or a larger ring, gives %s some)",
+                one ? "s" : "", one ? "it" : "they", one ? "it" : "them");
+    }
     if (r->quiet_steps)
         fprintf(f, "\n  after its last mark (%.3f s) the run went on for %zu of its usual steps"
                    " without one: never-freed judges them as steps",
