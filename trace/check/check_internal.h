@@ -52,6 +52,7 @@ typedef struct ck_storage {
     uint32_t alloc_stack;
     uint32_t free_stack;
     uint32_t free_thread;   /* the thread of the event that freed it */
+    uint32_t last_use_thread;   /* the thread of its last use (push_use: in event order) */
     uint32_t owner;         /* node index of the owning tensor, CK_NONE */
     uint32_t first_tensor;  /* bound tensors, linked by ck_node.next_bound */
     uint32_t ntensors;
@@ -137,7 +138,6 @@ typedef struct ck_use {
     uint32_t storage;
     uint32_t node;
     uint32_t stack;
-    uint32_t thread;
     uint8_t before_window;  /* stands for an unknown use before the window: a
                                tensor declared again (format 1.11) whose
                                first declaration the ring overwrote */

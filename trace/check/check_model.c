@@ -254,8 +254,9 @@ static int push_use(ck_model *m, const vt__event *e, uint32_t node)
     if (CK_GROW(m->uses, m->capuses, m->nuses + 1) < 0)
         return -ENOMEM;
     m->uses[m->nuses++] = (ck_use){ .seq = e->seq, .time = e->time_ns, .storage = st,
-                                    .node = node, .stack = e->stack, .thread = e->thread };
+                                    .node = node, .stack = e->stack };
     m->st[st].nuses++;
+    m->st[st].last_use_thread = e->thread;
     return 0;
 }
 

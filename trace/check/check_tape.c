@@ -116,7 +116,7 @@ int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
          * the last use seen is the forward's and the true one is unknown, at
          * most the free: not judged (on clean training loops, all of the
          * rule's findings but a program's 11 of 4,100 were such). */
-        if (st->free_thread != last->thread)
+        if (st->free_thread != st->last_use_thread)
             continue;
         uint32_t j = vt__ck_step_of(m, last->seq);
         /* a complete step (between two marks) that also saw the free */
