@@ -790,6 +790,22 @@ TEST(one_mark_in_the_window_says_linger_judged_nothing)
     vt__check_report_free(r);
     synth_fini(&y);
 
+    /* no mark at all, steps asked for: the same, said of no mark */
+    setup(&y);
+    synth_new_tensor(&y, 70, ACT1, MiB, "kept", st_fwd);
+    synth_use(&y, 70);
+    synth_tick(&y, 5000000000ull);
+    vt__check_options o = default_options();
+    ASSERT_EQ(vt__check_parse_grace("1steps", &o), 0);
+    r = check(&y, &o);
+    ASSERT_EQ(r->nmarks, 0);
+    ASSERT_EQ(r->nfindings, 0);
+    text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "\n  no mark in the window: linger judges a storage at a mark ");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
     r = kept_after_marks(&y, 4);
     ASSERT_EQ(r->nmarks, 4);
     ASSERT_EQ(r->nfindings, 1);

@@ -107,6 +107,12 @@ static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const 
         fprintf(f, "%s(%zu native frames not shown)\n", indent, nall - py);
 }
 
+/* Whether `rules` names one rule (a verb's number agrees with it). */
+static bool one_rule(unsigned rules)
+{
+    return !(rules & (rules - 1));
+}
+
 static void print_rules(FILE *f, unsigned rules)
 {
     const char *sep = "";
@@ -418,8 +424,8 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     if (r->rules_need_steps) {
         fprintf(f, "\n  NOTE: this trace has no steps (marks), and ");
         print_rules(f, r->rules_need_steps);
-        int one = !(r->rules_need_steps & (r->rules_need_steps - 1));
-        fprintf(f, " %s step by step: not run. ", one ? "judges" : "judge");
+        fprintf(f, " %s step by step: not run. ",
+                one_rule(r->rules_need_steps) ? "judges" : "judge");
         /* `vramtrace run` of PyTorch marks optimizer steps: an observed
          * program without marks made none (an evaluation, inference) */
         int observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
@@ -460,9 +466,9 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
      * each fill the ring, or a run of one optimizer step). */
     unsigned by_later_marks = r->rules_run & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_TAPE);
     if (r->grace_mode == VT_CHECK_GRACE_STEPS && r->nmarks < 2 && by_later_marks) {
-        fprintf(f, "\n  one mark in the window: ");
+        fprintf(f, "\n  %s in the window: ", r->nmarks ? "one mark" : "no mark");
         print_rules(f, by_later_marks);
-        int one = (by_later_marks & (by_later_marks - 1)) == 0;
+        bool one = one_rule(by_later_marks);
         fprintf(f, " judge%s a storage at a mark after its last use's step, so %s judged none "
                    "(a run of more steps, or a larger ring, gives %s some)",
                 one ? "s" : "", one ? "it" : "they", one ? "it" : "them");
