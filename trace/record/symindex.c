@@ -179,16 +179,12 @@ const char *vt__symindex_lookup(const vt__symindex *ix, Dwfl_Module *mod, uint64
             for (size_t i = 0; i < nc; i++)
                 if ((cands[i]->bind == 1) == (pass == 1) && better(best, cands[i]))
                     best = cands[i];
-            if (best) {
+            if (best) {   /* its name, as read when the index was built */
                 GElf_Sym sym;
                 GElf_Addr addr = 0;
-                const char *name =
-                    dwfl_module_getsym_info(mod, (int)best->ndx, &sym, &addr, NULL, NULL, NULL);
-                if (name) {
-                    *offset = pc - best->addr;
-                    return name;
-                }
-                break;   /* (never: it was read at build) libdwfl answers below */
+                *offset = pc - best->addr;
+                return dwfl_module_getsym_info(mod, (int)best->ndx, &sym, &addr, NULL, NULL,
+                                               NULL);
             }
         }
     }
