@@ -28,13 +28,10 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* 32 bytes, the name asked of libdwfl by ndx for the one symbol a lookup
- * answers: glibc's qsort sorts elements of 32 bytes or less in place, larger
- * ones through an array of pointers and a final permutation. With the name
- * in the entry (40 bytes), building the indexes of a PyTorch process's exit
- * snapshot (libtorch_cpu.so: hundreds of thousands of symbols) took a sixth
- * more (perf samples in the build and the sort, 338 against 284). */
+ * answers: the entries are moved as a whole by the sort below. */
 typedef struct sym_entry {
     uint64_t addr;         /* the symbol's address in the process */
     uint64_t size;
@@ -42,7 +39,6 @@ typedef struct sym_entry {
     uint32_t ndx;          /* index in the symbol table: libdwfl's tie order */
     uint8_t bind;          /* libdwfl's binding_value: global 3, weak 2, local 1 */
 } sym_entry;
-_Static_assert(sizeof(sym_entry) <= 32, "sym_entry sorted in place by qsort");
 
 struct vt__symindex {
     sym_entry *syms;
@@ -69,9 +65,53 @@ static uint8_t binding_value(const GElf_Sym *s)
 static int by_addr(const void *a, const void *b)
 {
     const sym_entry *x = a, *y = b;
-    if (x->addr != y->addr)
-        return x->addr < y->addr ? -1 : 1;
-    return x->ndx < y->ndx ? -1 : x->ndx > y->ndx;
+    int c = vt__order(x->addr, y->addr);
+    return c ? c : vt__order(x->ndx, y->ndx);
+}
+
+/* The entries, read in table order, sorted by address and then by ndx: a
+ * stable least-significant-digit radix sort on the address, a byte a pass,
+ * passing over the bytes every address shares (a module's symbols span
+ * well under 4 GiB: four passes, often three). glibc's qsort (a merge sort
+ * through a comparison call per step) took two thirds of the index's
+ * build, which a PyTorch process's exit snapshot pays for libtorch_cpu.so's
+ * hundreds of thousands of symbols (perf of `vramtrace run` on a program
+ * that only imports torch: msort_with_tmp and by_addr 3.8% of all its
+ * samples, vt__symindex_build's own reading 1.5%). qsort where the scratch
+ * array cannot be had. */
+static void sort_by_addr(sym_entry *e, size_t n)
+{
+    if (n < 2)
+        return;
+    sym_entry *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        qsort(e, n, sizeof *e, by_addr);
+        return;
+    }
+    uint64_t varies = 0;   /* the address bits that differ between entries */
+    for (size_t i = 1; i < n; i++)
+        varies |= e[i].addr ^ e[0].addr;
+    sym_entry *from = e, *to = tmp;
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        if (!((varies >> shift) & 0xff))
+            continue;
+        size_t at[256] = { 0 };
+        for (size_t i = 0; i < n; i++)
+            at[(from[i].addr >> shift) & 0xff]++;
+        for (size_t d = 0, sum = 0; d < 256; d++) {
+            size_t c = at[d];
+            at[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            to[at[(from[i].addr >> shift) & 0xff]++] = from[i];
+        sym_entry *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != e)
+        memcpy(e, from, n * sizeof *e);
+    free(tmp);
 }
 
 vt__symindex *vt__symindex_build(Dwfl_Module *mod)
@@ -103,7 +143,7 @@ vt__symindex *vt__symindex_build(Dwfl_Module *mod)
         ix->syms[ix->n++] = (sym_entry){ .addr = addr, .size = sym.st_size,
                                          .ndx = (uint32_t)i, .bind = binding_value(&sym) };
     }
-    qsort(ix->syms, ix->n, sizeof *ix->syms, by_addr);
+    sort_by_addr(ix->syms, ix->n);   /* read in ndx order: ties stay in it */
     qsort(ix->sizeless, ix->nsizeless, sizeof *ix->sizeless, vt__qsort_u64);
     uint64_t end_max = 0;
     for (size_t i = 0; i < ix->n; i++) {
