@@ -19,6 +19,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 uint64_t sim_now_ns(void)
@@ -480,11 +481,46 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
             *seq_out = 0;               /* captured (or refused): no device work */
         return rc;
     }
+    if (op->type == SIM_OP_KERNEL && op->ndeps == 0 && !s->head && !s->inline_busy) {
+        /* Device code never runs here, so a kernel takes no time: on a
+         * stream with nothing before it, it is done as it is launched, as
+         * a fast kernel can be on a GPU, whose launches cost the host no
+         * thread of its own. Handed to the idle worker instead, each launch
+         * cost the process a wake-up and two thread switches (futex calls,
+         * measured: 2.2 a launch): a program launching slower than the
+         * worker drains its queue (a loop under vramtrace's track()) paid
+         * them on every op, one launching faster did not. */
+        uint64_t seq = ++s->submitted;
+        s->completed = seq;
+        pthread_cond_broadcast(&s->dev->progress);
+        pthread_mutex_unlock(&s->dev->lock);
+        sim_op_free(op);
+        if (seq_out)
+            *seq_out = seq;
+        return CUDA_SUCCESS;
+    }
     uint64_t seq = append_locked(s, op);
     pthread_mutex_unlock(&s->dev->lock);
     if (seq_out)
         *seq_out = seq;
     return CUDA_SUCCESS;
+}
+
+/* A synchronize that found nothing to wait for (the kernels a launch
+ * completed at once: sim_stream_enqueue), or a synchronous op run on the
+ * calling thread (a copy to the host: `.item()`), still lets the threads
+ * waiting for a CPU run before it returns, as CUDA's yielding wait
+ * (cudaDeviceScheduleYield) does: a GPU's synchronize waits for the
+ * device's signal and never returns in no time. Without it, on one CPU, a
+ * program's main thread could reach its exit while the autograd engine's
+ * thread, woken as the backward ended, had not yet run to release that
+ * backward's state: PyTorch's own exit race (the release takes the GIL
+ * during finalization, and the thread's unwinding aborts the process:
+ * "terminate called without an active exception", pytorch/pytorch#190489),
+ * seen in 4 of 12 bench_track processes pinned to one CPU, none after. */
+static void returned_at_once(void)
+{
+    sched_yield();
 }
 
 /* A synchronous op (cudaMemcpy to the host, say): when the stream is idle
@@ -517,6 +553,7 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
         pthread_cond_signal(&s->wake);
         pthread_mutex_unlock(&dev->lock);
         sim_op_free(op);
+        returned_at_once();
         return sim_device_fault(dev);
     }
     wait_locked(s, append_locked(s, op));
@@ -526,12 +563,16 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
 
 /* ---- host-side synchronisation ------------------------------------------ */
 
+
 CUresult sim_stream_sync(sim_stream *s)
 {
     sim_device *dev = s->dev;
     pthread_mutex_lock(&dev->lock);
+    bool idle = s->completed >= s->submitted;
     wait_locked(s, s->submitted);
     pthread_mutex_unlock(&dev->lock);
+    if (idle)
+        returned_at_once();
     return sim_device_fault(dev);
 }
 
@@ -551,8 +592,10 @@ CUresult sim_stream_query(sim_stream *s)
  * by other threads meanwhile is not waited for: a snapshot of targets. */
 void sim_device_sync(sim_device *dev)
 {
-    if (atomic_load_explicit(&dev->inflight, memory_order_acquire) == 0)
+    if (atomic_load_explicit(&dev->inflight, memory_order_acquire) == 0) {
+        returned_at_once();
         return;
+    }
     pthread_mutex_lock(&dev->lock);
     size_t n = 0, cap = 16;
     sim_dep *targets = malloc(cap * sizeof *targets);
