@@ -272,4 +272,26 @@ TEST(kernel_launch_waits_for_what_it_depends_on)
     release_held();
 }
 
+TEST(kernel_launch_on_an_idle_stream_is_done_at_once)
+{
+    /* Nothing queued on the stream and nothing to wait for: the kernel
+     * (device code never runs here) is done as it is launched, without
+     * waking the stream's worker (tests/sim/README.md, Streams: a GPU's
+     * launch wakes no host thread); what follows it still comes after. */
+    ASSERT_OK(cudaFree(NULL));
+    CUfunction f = (CUfunction)(uintptr_t)0x1234;
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, NULL, NULL));
+    ASSERT_EQ(cudaStreamQuery(s), cudaSuccess);
+    static int after;
+    ASSERT_OK(launch_slow_store(s, &after, 1, 50));
+    ASSERT_OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream)s, NULL, NULL));   /* behind it */
+    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    ASSERT_OK(cudaStreamSynchronize(s));
+    ASSERT_EQ(load_flag(&after), 1);
+    ASSERT_EQ(cudaStreamQuery(s), cudaSuccess);
+    release_held();
+}
+
 TEST_MAIN()
