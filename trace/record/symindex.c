@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 32 bytes, the name asked of libdwfl by ndx for the one symbol a lookup
- * answers: the entries are moved as a whole by the sort below. */
+/* 32 bytes, without the name (asked of libdwfl by ndx for the one symbol a
+ * lookup answers): each pass of the sort below moves every entry once. */
 typedef struct sym_entry {
     uint64_t addr;         /* the symbol's address in the process */
     uint64_t size;
