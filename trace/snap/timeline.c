@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr_sort.h"
 #include "bsearch.h"
 #include "errbuf.h"
 #include "liveness.h"
@@ -135,47 +136,27 @@ static int collect_streams(struct builder *b)
 
 /* ---- address index ------------------------------------------------------ */
 
-/* Stable LSD radix sort of (addr, index) pairs by addr: equal addrs stay in
- * index order; sorting copies of the keys keeps every pass sequential. */
-struct akey { uint64_t addr; uint32_t idx; };
-
+/* The lifetimes' indexes in address order (equal addresses in index
+ * order): addr_sort.h's radix sort. */
 int vt__tl_build_addr_index(struct builder *b)
 {
     vt__timeline *tl = b->tl;
     size_t n = tl->nlifetimes;
     tl->by_addr = malloc(n * sizeof *tl->by_addr + 1);
-    struct akey *k1 = malloc(n * sizeof *k1 + 1), *k2 = malloc(n * sizeof *k2 + 1);
+    vt__addr_key *k1 = malloc(n * sizeof *k1 + 1), *k2 = malloc(n * sizeof *k2 + 1);
     if (!tl->by_addr || !k1 || !k2) {
         free(k1);
         free(k2);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
     for (size_t i = 0; i < n; i++) {
-        k1[i] = (struct akey){ tl->lifetimes[i].addr, (uint32_t)i };
+        k1[i] = (vt__addr_key){ tl->lifetimes[i].addr, (uint32_t)i };
         if (tl->lifetimes[i].size > tl->max_lifetime_size)
             tl->max_lifetime_size = tl->lifetimes[i].size;
     }
-    struct akey *src = k1, *dst = k2;
-    for (int shift = 0; shift < 64; shift += 8) {
-        size_t cnt[257] = { 0 };
-        for (size_t i = 0; i < n; i++)
-            cnt[((src[i].addr >> shift) & 0xff) + 1]++;
-        int trivial = 0;
-        for (int k = 1; k <= 256; k++)
-            if (cnt[k] == n)
-                trivial = 1;
-        if (trivial)
-            continue;
-        for (int k = 0; k < 256; k++)
-            cnt[k + 1] += cnt[k];
-        for (size_t i = 0; i < n; i++)
-            dst[cnt[(src[i].addr >> shift) & 0xff]++] = src[i];
-        struct akey *t = src;
-        src = dst;
-        dst = t;
-    }
+    const vt__addr_key *sorted = vt__addr_keys_sort(k1, k2, n);
     for (size_t i = 0; i < n; i++)
-        tl->by_addr[i] = src[i].idx;
+        tl->by_addr[i] = sorted[i].idx;
     free(k1);
     free(k2);
     return 0;
