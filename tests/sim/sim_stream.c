@@ -466,6 +466,13 @@ static uint64_t append_locked(sim_stream *s, sim_op *op)
     return op->seq;
 }
 
+/* Under dev->lock: whether `op` may be done now, on the calling thread: its
+ * stream has nothing queued or running and it waits for nothing. */
+static bool runs_now_locked(const sim_stream *s, const sim_op *op)
+{
+    return !s->head && !s->inline_busy && op->ndeps == 0;
+}
+
 CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
 {
     CUresult rc = sim_device_fault(s->dev);
@@ -481,7 +488,7 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
             *seq_out = 0;               /* captured (or refused): no device work */
         return rc;
     }
-    if (op->type == SIM_OP_KERNEL && op->ndeps == 0 && !s->head && !s->inline_busy) {
+    if (op->type == SIM_OP_KERNEL && runs_now_locked(s, op)) {
         /* Device code never runs here, so a kernel takes no time: on a
          * stream with nothing before it, it is done as it is launched, as
          * a fast kernel can be on a GPU, whose launches cost the host no
@@ -491,8 +498,7 @@ CUresult sim_stream_enqueue(sim_stream *s, sim_op *op, uint64_t *seq_out)
          * worker drains its queue (a loop under vramtrace's track()) paid
          * them on every op, one launching faster did not. */
         uint64_t seq = ++s->submitted;
-        s->completed = seq;
-        pthread_cond_broadcast(&s->dev->progress);
+        s->completed = seq;   /* nobody waits for it: its seq is not out yet */
         pthread_mutex_unlock(&s->dev->lock);
         sim_op_free(op);
         if (seq_out)
@@ -537,7 +543,7 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
     pthread_mutex_lock(&dev->lock);
     if (!admit_locked(s, op, &rc))
         return rc;
-    if (!s->head && !s->inline_busy && op->ndeps == 0) {
+    if (runs_now_locked(s, op)) {
         s->inline_busy = true;
         uint64_t seq = ++s->submitted;
         atomic_fetch_add_explicit(&dev->inflight, 1, memory_order_relaxed);
@@ -562,7 +568,6 @@ CUresult sim_stream_run_sync(sim_stream *s, sim_op *op)
 }
 
 /* ---- host-side synchronisation ------------------------------------------ */
-
 
 CUresult sim_stream_sync(sim_stream *s)
 {
