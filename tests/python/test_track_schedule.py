@@ -365,3 +365,61 @@ def test_a_program_without_marks_ticks_until_it_marks(fake):
         while time.perf_counter() < end:
             x = x + 1
         assert tr.epoch == epoch
+
+
+class _Trainer:
+    def __init__(self):
+        self.log = {"kept_states": []}
+
+    def save(self, i):
+        self.log["kept_states"].append({"w": torch.ones(4) * i})
+
+
+def _train_under_a_tight_credit(tr, trainer, marks, walks):
+    """``marks`` marks of a training loop whose walks cost PASS a level on a
+    clock of their own and whose credit grows by 1.2 levels a mark (a heap
+    pass dearer than a step's share: minGPT-ddp's 22 ms passes, 60-90 ms of
+    credit at a walk); each walk's (levels, cut off) into ``walks``."""
+    from vramtrace.torch import _walks
+    PASS = 0.1
+    walk = tr._walk
+
+    def walk_on_the_credits_clock(starts, seen, deadline, clock=_walks._cpu_clock):
+        # as many levels as the allowance pays for (the walker reads its
+        # clock before each level), each paid from the credit
+        levels = (deadline - clock()) / PASS if deadline is not None else 100
+        ticks = iter(range(10 ** 6))
+        res = walk(starts, seen, levels - 0.5, lambda: next(ticks))
+        walks.append((res.levels, res.cut_off))
+        tr._credit -= res.levels * PASS
+        return res
+    tr._walk = walk_on_the_credits_clock
+    for i in range(marks):
+        tr._pass_cost = PASS
+        tr._credit += 1.2 * PASS
+        vtt.mark(f"step {i}")
+        trainer.save(i)
+
+
+def test_a_walk_its_credit_cut_short_waits_to_walk_deeper(fake):
+    """A chain deeper than the credit a step earns (a frame's `self`, the
+    Trainer, its list of kept states, each state's dict) was walked as soon
+    as two levels fit, cut there, and again at the next such mark, never
+    whole (here the states' list is in a dict of the Trainer's, a level
+    more): minGPT-ddp's kept weights named `Trainer.kept_states` (at exit,
+    after train() had returned) instead of the local `self` of train().
+    After a cut walk the next waits for the levels it made and two more."""
+    walks = []
+
+    def train(trainer):
+        _train_under_a_tight_credit(tr, trainer, 24, walks)
+
+    with vtt.track(walk_fraction=0.25) as tr:
+        trainer = _Trainer()
+        train(trainer)
+        tid = tr.tensor_id(trainer.log["kept_states"][0]["w"])
+        chains = fake.paths_to(tid)
+    assert walks and walks[0][1], walks           # the first walk was cut short
+    assert any(not cut for _, cut in walks), walks
+    assert max(levels for levels, _ in walks) > walks[0][0], walks
+    assert any("local 'trainer'" in str(c) for c in chains), chains

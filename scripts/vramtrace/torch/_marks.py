@@ -88,8 +88,7 @@ class _Marks:
             cpu, wall = began - self._last_mark_end[0], began_wall - self._last_mark_end[1]
             busy = fast.busy - self._busy_at_mark
             own = cpu * max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
-            self._credit = min(self._credit + self.walk_fraction * own,
-                               max(1.0, self.snapshot_walk_s))
+            self._credit = min(self._credit + self.walk_fraction * own, self._credit_ceiling())
         try:
             threshold = fast.epoch
             if kind == "mark":
@@ -255,6 +254,11 @@ class _Marks:
         if not self.model_lookups:
             return True
         return self._credit_pays_a_pass()
+
+    def _credit_ceiling(self) -> float:
+        """The most credit the walks keep (CPU seconds): a walk waits for
+        no more than this."""
+        return max(1.0, self.snapshot_walk_s)
 
     def _credit_pays_a_pass(self) -> bool:
         """Whether the walks' credit pays for a pass over the collector's

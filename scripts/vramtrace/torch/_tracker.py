@@ -134,6 +134,10 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # 150,000-300,000 objects), so that the first walk waits for that
         # much credit instead of overdrawing it by a whole pass.
         self._pass_cost = _FIRST_PASS_S
+        # Heap passes the next walk at a mark waits for credit for, beyond
+        # its least: those the last walk that ran out of its budget made,
+        # and two more (_walks._walk_stale); 0 after a walk that was not.
+        self._deepen = 0.0
         self._last_mark_end: Optional[Tuple[float, float]] = None   # (CPU, wall) clocks
         self._walked: Set[int] = set()   # tensor ids a walk started from
         # Tensor id -> its reference count when a walk that was not cut off

@@ -500,7 +500,8 @@ class _Walks:
         0 at the tick's start)."""
         budgeted = not final and until is None and self.walk_fraction is not None
         forced = budgeted and self._half_ring_since(self._walked_at) is not None
-        if budgeted and not forced and self._credit < self._pass_cost * _LEAST_WALK_PASSES:
+        if budgeted and not forced and self._credit < self._pass_cost * self._deepened(
+                _LEAST_WALK_PASSES, self._credit_ceiling()):
             # No walk of any start fits the credit (the least walk's cost:
             # _LEAST_WALK_PASSES heap passes): postponed before the
             # stale set is read, which costs a pass over every storage and
@@ -569,7 +570,19 @@ class _Walks:
         # last chance, runs its first level whatever its budget.
         # (A level of many objects costs more than one heap pass:
         # _referrers.level_passes.)
-        need = 0.0 if final else self._pass_cost * (1 + level_passes(len(starts)) + bool(search))
+        # After a walk at a mark that its budget cut short, the next waits
+        # until the credit pays for as many levels as that one made and two
+        # more (a deeper walk, less often: the same share of the program's
+        # time), the credit's ceiling at most. Else every walk runs as soon
+        # as its least fits, and a chain deeper than a step's credit is never
+        # found whole: minGPT-ddp's kept weights, held by `self` of its
+        # train() through Trainer.kept_states, list and dict, a pass of 22 ms
+        # each, walked 2-3 levels at each of four marks (60-90 ms of credit),
+        # then only at exit, after train() had returned. (Not a walk the
+        # ring forces: it overdraws the credit, by its least only.)
+        least = 1 + level_passes(len(starts)) + bool(search)
+        need = 0.0 if final else self._pass_cost * (least if forced else self._deepened(
+            least, self._credit_ceiling() if until is None else until - began))
         if forced:   # paid from the credit all the same: the next walks wait
             allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
@@ -584,6 +597,9 @@ class _Walks:
             # Per heap pass with no start; the first level had them all.
             self._pass_cost = (_cpu_clock() - began_cpu) / (
                 res.levels - 1 + level_passes(len(starts)))
+        if not final:
+            self._deepen = (res.levels - 1 + level_passes(len(starts)) + 2
+                            if res.cut_off else 0.0)
         self.walks += 1
         self.forced_walks += forced
         got = self._trace_window()
@@ -679,6 +695,14 @@ class _Walks:
         del res
         if not full:
             self.partial_walks += 1
+
+    def _deepened(self, least: float, most_s: float) -> float:
+        """The heap passes a walk at a mark waits for: ``least``, or more
+        after a walk its budget cut short (_deepen), as many as ``most_s``
+        seconds of passes at most."""
+        if self._pass_cost <= 0:
+            return least   # (passes measured as free: any number fits)
+        return max(least, min(self._deepen, most_s / self._pass_cost))
 
     def _graph_roots(self, graph: Tuple[Edge, ...], walked: List[Edge],
                      starts: Dict[NodeKey, Any]) -> Dict[NodeKey, Any]:
