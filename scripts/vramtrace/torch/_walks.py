@@ -578,11 +578,12 @@ class _Walks:
         # found whole: minGPT-ddp's kept weights, held by `self` of its
         # train() through Trainer.kept_states, list and dict, a pass of 22 ms
         # each, walked 2-3 levels at each of four marks (60-90 ms of credit),
-        # then only at exit, after train() had returned. (Not a walk the
-        # ring forces: it overdraws the credit, by its least only.)
-        least = 1 + level_passes(len(starts)) + bool(search)
-        need = 0.0 if final else self._pass_cost * (least if forced else self._deepened(
-            least, self._credit_ceiling() if until is None else until - began))
+        # then only at exit, after train() had returned. A walk the ring
+        # forces too (its second was one there): it overdraws the credit,
+        # the ceiling at most, and the next walks wait until it is paid.
+        need = 0.0 if final else self._pass_cost * self._deepened(
+            1 + level_passes(len(starts)) + bool(search),
+            self._credit_ceiling() if until is None else until - began)
         if forced:   # paid from the credit all the same: the next walks wait
             allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
