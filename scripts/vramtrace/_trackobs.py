@@ -78,6 +78,8 @@ class Observer:
         lib.trackobs_join.restype = ctypes.c_int
         lib.trackobs_storage_now.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
         lib.trackobs_storage_now.restype = ctypes.c_int
+        lib.trackobs_storage_key.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+        lib.trackobs_storage_key.restype = ctypes.c_int
         lib.trackobs_storage_use_count.argtypes = [ctypes.c_uint64]
         lib.trackobs_storage_use_count.restype = ctypes.c_uint64
 
@@ -145,6 +147,13 @@ class Observer:
         """The address of trackobs_storage_now, for _trackfast's
         Dispatcher.storage_reader."""
         return ctypes.cast(self._lib.trackobs_storage_now, ctypes.c_void_p).value or 0
+
+    @property
+    def storage_key_address(self) -> int:
+        """The address of trackobs_storage_key (a tensor's StorageImpl from
+        its TensorImpl, torch._C._storage_id's reading), for _trackfast's
+        Dispatcher.read_storages_with."""
+        return ctypes.cast(self._lib.trackobs_storage_key, ctypes.c_void_p).value or 0
 
     @property
     def use_count_address(self) -> int:

@@ -284,6 +284,16 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             self._life.read_with(self._observer.storage_now)
             self._fast.storage_reader = self._observer.storage_now_address
             self._fast.use_counter = self._observer.use_count_address
+            # a mark's look at every live tensor's storage (_sweep) without a
+            # Python call each; a 0-element host tensor (no memory, and on
+            # the host whatever the program's default device: no CUDA
+            # started), made before the observer is installed, tells
+            # whether the read is torch's
+            try:
+                self._fast.read_storages_with(self._observer.storage_key_address,
+                                              _torch.empty(0, device="cpu"))
+            except Exception:  # noqa: BLE001 - torch._C._storage_id is asked instead
+                pass
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
             try:
                 self._observer.install(self._fast.observed, self._fast.observed_engine,

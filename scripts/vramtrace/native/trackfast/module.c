@@ -321,6 +321,35 @@ static int dispatcher_set_observer_fn(Dispatcher *d, PyObject *value, void *whic
     return 0;
 }
 
+/* Dispatcher.read_storages_with(address, probe) -> bool: the op observer's
+ * trackobs_storage_key (``address``; 0: none) read a tensor's StorageImpl
+ * from now on, given the TensorImpl that tensor_impl_of() reads from the
+ * Python tensor, if it reads ``probe``'s (a tensor) as torch says it is
+ * (its ``_cdata``): the Python tensor's layout is torch's, not ours to
+ * assume. False: torch._C._storage_id is asked, as before. */
+static PyObject *dispatcher_read_storages_with(Dispatcher *d, PyObject *const *argv,
+                                               Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyObject_TypeCheck(argv[1], (PyTypeObject *)tensor_type)) {
+        PyErr_SetString(PyExc_TypeError, "read_storages_with(address: int, probe: Tensor)");
+        return NULL;
+    }
+    unsigned long long a = PyLong_AsUnsignedLongLong(argv[0]);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    d->storage_key = NULL;
+    PyObject *cdata = PyObject_GetAttrString(argv[1], "_cdata");
+    if (cdata == NULL)
+        return NULL;
+    unsigned long long impl = PyLong_AsUnsignedLongLong(cdata);
+    Py_DECREF(cdata);
+    if (impl == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (a != 0 && impl != 0 && tensor_impl_of(argv[1]) == impl)
+        d->storage_key = (vt__storage_key_fn)(uintptr_t)a;
+    return PyBool_FromLong(d->storage_key != NULL);
+}
+
 /* Dispatcher.use(tid): a use of recorded tensor tid with no stack (a
  * parameter's .grad used with it at a mark): one C call, no ctypes. */
 static PyObject *dispatcher_use(Dispatcher *d, PyObject *arg)
@@ -542,6 +571,11 @@ static PyObject *dispatcher_end_storage(Dispatcher *d, PyObject *const *argv, Py
 }
 
 static PyMethodDef dispatcher_methods[] = {
+    {"read_storages_with", (PyCFunction)(void (*)(void))dispatcher_read_storages_with,
+     METH_FASTCALL,
+     "read_storages_with(address, probe) -> bool: the op observer's trackobs_storage_key "
+     "reads a tensor's storage from now on, if the tensor's TensorImpl is read right "
+     "(probe's _cdata); else torch._C._storage_id is asked"},
     {"use", (PyCFunction)dispatcher_use, METH_O,
      "use(tid): a use of recorded tensor tid, no stack"},
     {"follow_grads", (PyCFunction)(void (*)(void))dispatcher_follow_grads, METH_FASTCALL,

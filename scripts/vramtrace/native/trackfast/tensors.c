@@ -652,10 +652,18 @@ PyObject *tensors_to_check(Dispatcher *d)
         PyObject *ref = TREC(rec)->ref ? TREC(rec)->ref : Py_None;
         PyObject *t = PyWeakref_Check(ref) ? PyWeakref_GetObject(ref) : NULL;   /* borrowed */
         int candidate = 0;
+        uint64_t key;
         if (ref == Py_None || t == Py_None) {
             candidate = 0;   /* renamed, or dead: nothing to compare */
-        } else if (t == NULL || storage_id_fn == NULL) {
+        } else if (t == NULL || (storage_id_fn == NULL && d->storage_key == NULL)) {
             PyErr_Clear();
+            candidate = 1;
+        } else if (d->storage_key != NULL && d->storage_key(tensor_impl_of(t), &key) == 1) {
+            /* the observer's read, no Python call: the same key */
+            unsigned long long was = PyLong_AsUnsignedLongLong(TREC(rec)->skey);
+            candidate = (was == (unsigned long long)-1 && PyErr_Occurred()) || was != key;
+            PyErr_Clear();
+        } else if (storage_id_fn == NULL) {
             candidate = 1;
         } else {
             Py_INCREF(t);

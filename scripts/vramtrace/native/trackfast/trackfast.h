@@ -148,6 +148,10 @@ typedef struct {
                                       * Python (which materializes copy-on-write) */
     vt__use_count_fn use_count_now;   /* the op observer's use-count reader; NULL:
                                       * use_count (torch._C._storage_Use_Count) */
+    vt__storage_key_fn storage_key;   /* the op observer's reader of a tensor's
+                                      * StorageImpl, set where a Python tensor's
+                                      * TensorImpl is read as impl_of() reads it;
+                                      * NULL: torch._C._storage_id */
     vt__drain_fn drain;      /* the op observer's, while it hands ops over: what it
                               * holds back, recorded before a flush; NULL: none */
     uint64_t from_facts;     /* tensors tracked from the observer's facts */
@@ -282,6 +286,17 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
                    int forward);
 PyObject *tensors_to_check(Dispatcher *d);
+
+/* The TensorImpl of Python tensor ``t`` as torch lays a THPVariable out
+ * (torch/csrc/autograd/python_variable.h: its at::Tensor, one pointer, right
+ * after the object's head); used only once Dispatcher.read_storages_with
+ * found it to be the one torch names (_cdata) for a probe. */
+static inline unsigned long long tensor_impl_of(PyObject *t)
+{
+    void *impl;
+    memcpy(&impl, (const char *)t + sizeof(PyObject), sizeof impl);
+    return (unsigned long long)(uintptr_t)impl;
+}
 int name_grad(Dispatcher *d, PyObject *grec, PyObject *label);
 PyObject *follow_state(Dispatcher *d, PyObject *state, long long epoch, int timed);
 PyObject *follow_grads(Dispatcher *d, long long epoch, PyObject *named, PyObject *param_names,

@@ -41,6 +41,12 @@ typedef uint64_t (*vt__make_weak_fn)(uint64_t storage);
  * 1: alive, out = {data pointer, nbytes}; 0: gone; -1: not readable here. */
 typedef int (*vt__storage_now_fn)(uint64_t handle, uint64_t *out);
 
+/* The observer's trackobs_storage_key(impl, out): the StorageImpl of the
+ * tensor whose TensorImpl is ``impl`` (torch._C._storage_id's reading,
+ * without a Python call). 1: out[0] = it; -1: the tensor has none or it
+ * cannot be read here (ask Python). */
+typedef int (*vt__storage_key_fn)(uint64_t impl, uint64_t *out);
+
 /* The observer's trackobs_storage_use_count(handle): the strong count of the
  * StorageImpl behind a weak handle (0: gone), read as
  * torch._C._storage_Use_Count reads it, without a Python call. */
