@@ -287,11 +287,14 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             # a mark's look at every live tensor's storage (_sweep) without a
             # Python call each; a 0-element host tensor (no memory, and on
             # the host whatever the program's default device: no CUDA
-            # started), made before the observer is installed, tells
-            # whether the read is torch's
+            # started), made before the observer is installed and out of
+            # the program's modes' sight, tells whether the read is torch's
             try:
-                self._fast.read_storages_with(self._observer.storage_key_address,
-                                              _torch.empty(0, device="cpu"))
+                with _torch._C.DisableTorchFunction(), _torch._C._DisableTorchDispatch():
+                    # (its _cdata read in there too: a tensor's property is
+                    # a torch function a mode sees)
+                    self._fast.read_storages_with(self._observer.storage_key_address,
+                                                  _torch.empty(0, device="cpu"))
             except Exception:  # noqa: BLE001 - torch._C._storage_id is asked instead
                 pass
             lend = self._lib.raw("vt_thread_python_stack")   # _fast: the real library
