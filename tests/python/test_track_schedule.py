@@ -423,3 +423,20 @@ def test_a_walk_its_credit_cut_short_waits_to_walk_deeper(fake):
     assert any(not cut for _, cut in walks), walks
     assert max(levels for levels, _ in walks) > walks[0][0], walks
     assert any("local 'trainer'" in str(c) for c in chains), chains
+
+
+def test_a_deeper_walk_never_waits_for_more_than_the_credits_ceiling(fake):
+    """However many passes the walk cut short made, the next waits for no
+    more credit than the walks keep (max(1 s, snapshot_walk_s)): it would
+    otherwise never run."""
+    kept = []
+    with vtt.track(walk_fraction=0.25, snapshot_walk_s=0.5) as tr:
+        for i in range(3):
+            vtt.mark(f"iteration {i}")
+            kept.append(torch.ones(4) * i)
+        walks = tr.walks
+        tr._deepen = 10 ** 6                         # a walk cut after a million passes
+        tr._pass_cost, tr._credit = 0.01, tr._credit_ceiling()
+        vtt.mark("iteration 3")
+        assert tr.walks == walks + 1, (tr.walks, tr.walks_postponed)
+    del kept

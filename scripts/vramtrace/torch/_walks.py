@@ -594,13 +594,11 @@ class _Walks:
             self._adopt_unseen(search, kept, starts, counts)
         res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance,
                          clock)
+        passes = res.levels - 1 + level_passes(len(starts))   # the first level had them all
         if res.levels:
-            # Per heap pass with no start; the first level had them all.
-            self._pass_cost = (_cpu_clock() - began_cpu) / (
-                res.levels - 1 + level_passes(len(starts)))
+            self._pass_cost = (_cpu_clock() - began_cpu) / passes
         if not final:
-            self._deepen = (res.levels - 1 + level_passes(len(starts)) + 2
-                            if res.cut_off else 0.0)
+            self._deepen = passes + 2 if res.cut_off else 0.0
         self.walks += 1
         self.forced_walks += forced
         got = self._trace_window()

@@ -655,7 +655,7 @@ PyObject *tensors_to_check(Dispatcher *d)
         uint64_t key;
         if (ref == Py_None || t == Py_None) {
             candidate = 0;   /* renamed, or dead: nothing to compare */
-        } else if (t == NULL || (storage_id_fn == NULL && d->storage_key == NULL)) {
+        } else if (t == NULL) {
             PyErr_Clear();
             candidate = 1;
         } else if (d->storage_key != NULL && d->storage_key(tensor_impl_of(t), &key) == 1) {

@@ -150,7 +150,8 @@ typedef struct {
                                       * use_count (torch._C._storage_Use_Count) */
     vt__storage_key_fn storage_key;   /* the op observer's reader of a tensor's
                                       * StorageImpl, set where a Python tensor's
-                                      * TensorImpl is read as impl_of() reads it;
+                                      * TensorImpl is read as tensor_impl_of()
+                                      * reads it (read_storages_with);
                                       * NULL: torch._C._storage_id */
     vt__drain_fn drain;      /* the op observer's, while it hands ops over: what it
                               * holds back, recorded before a flush; NULL: none */
