@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = [
     "VramtraceError",
@@ -223,6 +223,8 @@ class Library:
     def __init__(self, cdll: ctypes.CDLL, path: str) -> None:
         self.path = path
         self._fn: Dict[str, Any] = {}
+        # vt_mark's address and the C call that calls it (use_text_call)
+        self._mark_call: Optional[Tuple[Callable[[int, str], int], int]] = None
         # the same library, its functions called with the GIL held
         held = ctypes.PyDLL(path, handle=cdll._handle)
         for name, (restype, argtypes) in _PROTOTYPES.items():
@@ -302,10 +304,19 @@ class Library:
         rc = self._get("vt_snapshot")(_enc(path))
         self._check("vt_snapshot", rc, repr(path))
 
+    def use_text_call(self, call_with_text: Callable[[int, str], int]) -> None:
+        """Call vt_mark through ``call_with_text(address, text)`` (the
+        _trackfast extension's, once it is loaded) instead of ctypes."""
+        address = self.address("vt_mark")
+        self._mark_call = (call_with_text, address) if address else None
+
     def mark(self, label: str) -> None:
         # (a program may mark every step: the label is quoted for the
-        # error only, not for every call)
-        rc = self._get("vt_mark")(_enc(label))
+        # error only, not for every call; in C where it can be: a ctypes
+        # call made right after a step costs a few microseconds)
+        native = self._mark_call
+        rc = (native[0](native[1], label) if native is not None
+              else self._get("vt_mark")(_enc(label)))
         if rc != 0:
             self._check("vt_mark", rc, repr(label))
 

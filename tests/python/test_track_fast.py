@@ -259,7 +259,9 @@ def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path,
     ctypes (whose call right after a step costs many times its warm cost):
     the window is the library's own reading, a pause so recorded is a PAUSE
     of those nanoseconds in the snapshot (none for 0 ns), and a mark calls
-    neither of the library's ctypes wrappers."""
+    none of the library's ctypes wrappers: its MARK too is recorded in C
+    once the extension is loaded (Library.use_text_call), its label as
+    ctypes would have encoded it (a lone surrogate replaced)."""
     import json
     import subprocess
     snap = str(tmp_path / "pause.vtsnap")
@@ -271,7 +273,7 @@ def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path,
         assert tr._fast.paused(0) is True
         # the library's ctypes functions, as Library's wrappers call them
         through_ctypes = []
-        for name in ("vt_trace_window", "vt_paused"):
+        for name in ("vt_trace_window", "vt_paused", "vt_mark"):
             fn = tr._lib._fn[name]
             monkeypatch.setitem(tr._lib._fn, name,
                                 lambda *a, _n=name, _f=fn: through_ctypes.append(_n) or _f(*a))
@@ -279,13 +281,17 @@ def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path,
         read = tr._read_window
         monkeypatch.setattr(tr, "_read_window", lambda: window_reads.append(1) or read())
         vtt.mark("step 1")   # reads the window (_declare_tensors_again), records its pause
+        vramtrace.mark("caf\u00e9 \udc80")
         monkeypatch.undo()
         assert window_reads and through_ctypes == [], (window_reads, through_ctypes)
         vramtrace.snapshot(snap)
         del x
     out = subprocess.run([vt_cli(), "json", "--events", snap], capture_output=True, text=True,
                          check=True).stdout
-    pauses = [e["aux"] for e in json.loads(out)["events"] if e["kind"] == "PAUSE"]
+    events = json.loads(out)["events"]
+    marks = [e["str"] for e in events if e["kind"] == "MARK"]
+    assert marks[-2:] == ["step 1", "caf\u00e9 ?"], marks[-3:]   # as _lib._enc encodes it
+    pauses = [e["aux"] for e in events if e["kind"] == "PAUSE"]
     # (earlier tests of this process paused it too: the ring holds theirs)
     assert 123_456 in pauses and all(p > 0 for p in pauses), pauses
     assert len(pauses) > pauses.index(123_456) + 1, pauses   # and the mark's after it

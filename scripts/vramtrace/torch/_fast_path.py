@@ -51,6 +51,9 @@ def _trackfast_for(lib: Any) -> Any:
         return None
     if _trackfast is False:
         _trackfast = _load_trackfast(os.path.dirname(str(path)))
+    use_text_call = getattr(lib, "use_text_call", None)
+    if _trackfast is not None and use_text_call is not None:
+        use_text_call(_trackfast.call_with_text)   # its marks in C from now on
     return _trackfast
 
 

@@ -47,6 +47,9 @@ _TICK_WALK_S = 0.2
 # shorter than this; a mark's or snapshot's walk (seconds at most) still
 # lets the program's other threads run now and then.
 _MARK_SWITCH_S = 1.0
+# A mark shorter than this (wall clock) is not timed on the CPU clock too
+# (_on_mark): what it costs the walks' credit is its wall time.
+_QUICK_MARK_S = 0.001
 
 
 class _Marks:
@@ -127,7 +130,12 @@ class _Marks:
             sys.setswitchinterval(switch)
             fast.recording = recording
             fast.marking = marking
-            end, end_wall = time.process_time(), time.perf_counter()
+            end_wall = time.perf_counter()
+            # a quick mark's CPU time taken for its wall time: reading the
+            # process's CPU clock is a system call, a microsecond or more
+            # on a virtual machine, at every mark of a program
+            end = (began + (end_wall - began_wall) if end_wall - began_wall < _QUICK_MARK_S
+                   else time.process_time())
             self.walk_seconds += end - began
             self._last_mark_end = (end, end_wall)
             self._busy_at_mark = fast.busy

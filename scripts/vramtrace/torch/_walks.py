@@ -20,6 +20,10 @@ from ._torch_facts import _SKIP_FILES, _storage_info
 import torch as _torch
 
 
+# A walk that found nothing (emit only reads it): made once, not at every
+# mark of a clean loop.
+_NOTHING_FOUND = WalkResult()
+
 # "h = f(x) (train.py:40, aten.relu out[0])" -> "h = f(x) (train.py:40)": a line
 # (what follows the line may hold parentheses: "tensor (4, 64) float32, ...").
 _OP_PART = re.compile(r"(:\d+), (?:[^()]|\([^()]*\))*\)$")
@@ -516,7 +520,7 @@ class _Walks:
         # at: the tensors on them that no op showed are looked for first
         search = {k for k in kept if final or k not in self._kept_searched}
         if not starts and not search:
-            self._book.emit(WalkResult(), "stale")   # retracts all it asserted
+            self._book.emit(_NOTHING_FOUND, "stale")   # retracts all it asserted
             self._walked.clear()
             self._settled.clear()
             return

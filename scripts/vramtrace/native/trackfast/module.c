@@ -277,6 +277,34 @@ static PyObject *dispatcher_paused(Dispatcher *d, PyObject *arg)
     Py_RETURN_TRUE;
 }
 
+/* call_with_text(address, text) -> int: the library's ``int f(const char
+ * *)`` at ``address`` (vt_mark) called with ``text`` in UTF-8, a lone
+ * surrogate replaced as Library's own encoding does, the GIL held (as
+ * vt_paused is). For Library.mark: a program marks every step, and the
+ * ctypes call, made right after a step, costs several microseconds. */
+static PyObject *py_call_with_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "call_with_text(address, text: str)");
+    void *addr = PyLong_AsVoidPtr(args[0]);
+    if (addr == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "call_with_text: address 0");
+        return NULL;
+    }
+    int (*fn)(const char *) = (int (*)(const char *))(uintptr_t)addr;
+    const char *utf8 = PyUnicode_AsUTF8(args[1]);
+    if (utf8 != NULL)
+        return PyLong_FromLong(fn(utf8));
+    PyErr_Clear();   /* a lone surrogate: replaced */
+    PyObject *bytes = PyUnicode_AsEncodedString(args[1], "utf-8", "replace");
+    if (bytes == NULL)
+        return NULL;
+    PyObject *rc = PyLong_FromLong(fn(PyBytes_AS_STRING(bytes)));
+    Py_DECREF(bytes);
+    return rc;
+}
+
 static PyObject *dispatcher_tensors_to_check(Dispatcher *d, PyObject *unused)
 {
     if (d->tracker == NULL)
@@ -839,6 +867,9 @@ static PyMethodDef module_methods[] = {
     {"instances_of", (PyCFunction)(void (*)(void))py_instances_of, METH_FASTCALL,
      "instances_of(objects: list, cls: type) -> list: the items whose type is cls or a "
      "subclass of it"},
+    {"call_with_text", (PyCFunction)(void (*)(void))py_call_with_text, METH_FASTCALL,
+     "call_with_text(address, text) -> int: the C function int f(const char *) at "
+     "address called with text in UTF-8 (Library.mark's vt_mark)"},
     {"referrers_of", py_referrers_of, METH_O,
      "referrers_of(objects: list | tuple) -> list: the objects the collector tracks that "
      "refer to any of them, in one pass over the heap (gc.get_referrers's answer; "
