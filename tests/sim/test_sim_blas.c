@@ -44,6 +44,30 @@ static uint64_t launches(void)
     return simcuda_stats(0, &c) == 0 ? c.kernel_launches : 0;
 }
 
+/* A cuBLAS handle whose work goes on a stream of its own, *s. */
+static void *handle_on_new_stream(cudaStream_t *s)
+{
+    void *h;
+    ASSERT_EQ(cublasCreate_v2(&h), 0);
+    ASSERT_OK(cudaStreamCreate(s));
+    ASSERT_EQ(cublasSetStream_v2(h, *s), 0);
+    return h;
+}
+
+/* `call` (a cuBLAS call that returns 0), made while a slow host function
+ * holds stream s, is queued behind it: s is not ready when it returns, and
+ * once s is done it has launched one kernel. */
+#define ASSERT_QUEUED_BEHIND_SLOW_WORK(s, call)                   \
+    do {                                                          \
+        int flag_ = 0;                                            \
+        ASSERT_OK(launch_slow_store((s), &flag_, 1, 50));         \
+        uint64_t l0_ = launches();                                \
+        ASSERT_EQ((call), 0);                                     \
+        ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);         \
+        ASSERT_OK(cudaStreamSynchronize(s));                      \
+        ASSERT_EQ(launches() - l0_, 1);                           \
+    } while (0)
+
 TEST(cublas_handle_holds_its_default_workspace)
 {
     ASSERT_OK(cudaFree(NULL));
@@ -57,28 +81,20 @@ TEST(cublas_handle_holds_its_default_workspace)
 
 TEST(gemm_is_checked_and_queued_on_the_handles_stream)
 {
-    void *h;
-    ASSERT_EQ(cublasCreate_v2(&h), 0);
     cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
-    ASSERT_EQ(cublasSetStream_v2(h, s), 0);
+    void *h = handle_on_new_stream(&s);
     float *A, *B, *C, one = 1.0f, zero = 0.0f;
     ASSERT_OK(cudaMalloc((void **)&A, 64 * 64 * 4));
     ASSERT_OK(cudaMalloc((void **)&B, 64 * 64 * 4));
     ASSERT_OK(cudaMalloc((void **)&C, 64 * 64 * 4));
-    /* A slow host function first: the GEMM must wait behind it. */
-    int flag = 0;
-    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
-    uint64_t l0 = launches();
-    ASSERT_EQ(cublasSgemm_v2(h, 0, 0, 64, 64, 64, &one, A, 64, B, 64, &zero, C, 64), 0);
-    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);   /* queued, not done */
-    ASSERT_OK(cudaStreamSynchronize(s));
-    ASSERT_EQ(launches() - l0, 1);
+    ASSERT_QUEUED_BEHIND_SLOW_WORK(s, cublasSgemm_v2(h, 0, 0, 64, 64, 64, &one, A, 64, B, 64,
+                                                     &zero, C, 64));
     /* lda < m, negative sizes: invalid; an empty product: nothing queued */
+    uint64_t l0 = launches();
     ASSERT_EQ(cublasSgemm_v2(h, 0, 0, 64, 64, 64, &one, A, 32, B, 64, &zero, C, 64), 7);
     ASSERT_EQ(cublasSgemm_v2(h, 0, 0, -1, 64, 64, &one, A, 64, B, 64, &zero, C, 64), 7);
     ASSERT_EQ(cublasSgemm_v2(h, 0, 0, 0, 64, 64, &one, A, 64, B, 64, &zero, C, 64), 0);
-    ASSERT_EQ(launches() - l0, 1);
+    ASSERT_EQ(launches() - l0, 0);
     ASSERT_EQ(cublasSgemm_v2(NULL, 0, 0, 64, 64, 64, &one, A, 64, B, 64, &zero, C, 64), 1);
     /* a user workspace must be 256-byte aligned */
     ASSERT_EQ(cublasSetWorkspace_v2(h, (char *)A + 4, 1024), 7);
@@ -94,23 +110,14 @@ TEST(gemm_is_checked_and_queued_on_the_handles_stream)
  * host memory. */
 TEST(dot_writes_its_result_where_the_pointer_mode_says)
 {
-    void *h;
-    ASSERT_EQ(cublasCreate_v2(&h), 0);
     cudaStream_t s;
-    ASSERT_OK(cudaStreamCreate(&s));
-    ASSERT_EQ(cublasSetStream_v2(h, s), 0);
+    void *h = handle_on_new_stream(&s);
     float *x, *r;
     ASSERT_OK(cudaMalloc((void **)&x, 64 * 4));
     ASSERT_OK(cudaMalloc((void **)&r, 4));
     ASSERT_OK(cudaMemset(r, 0x7f, 4));
     ASSERT_EQ(cublasSetPointerMode_v2(h, 1), 0);
-    int flag = 0;
-    ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
-    uint64_t l0 = launches();
-    ASSERT_EQ(cublasSdot_v2(h, 64, x, 1, x, 1, r), 0);
-    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);   /* queued, not done */
-    ASSERT_OK(cudaStreamSynchronize(s));
-    ASSERT_EQ(launches() - l0, 1);
+    ASSERT_QUEUED_BEHIND_SLOW_WORK(s, cublasSdot_v2(h, 64, x, 1, x, 1, r));
     /* a dot of nothing is 0, written in stream order */
     ASSERT_EQ(cublasSdot_v2(h, 0, x, 1, x, 1, r), 0);
     float back = 1;
@@ -123,7 +130,7 @@ TEST(dot_writes_its_result_where_the_pointer_mode_says)
     ASSERT_OK(cudaStreamSynchronize(s));
     /* the host mode: the call returns with the stream's work done */
     ASSERT_EQ(cublasSetPointerMode_v2(h, 0), 0);
-    flag = 0;
+    int flag = 0;
     ASSERT_OK(launch_slow_store(s, &flag, 1, 50));
     float host = 5;
     ASSERT_EQ(cublasSdot_v2(h, 64, x, 1, x, 1, &host), 0);
