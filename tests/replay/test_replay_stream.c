@@ -292,6 +292,36 @@ static char *sweep_dump(int status, const char *error, const vt__replay_result *
     return p;
 }
 
+/* The settings a sweep below tries: the last names no key, so its child
+ * fails (and must fail the same way whatever the sweep read). */
+static const char *const sweep_confs[] = {
+    "", "expandable_segments:1", "max_split_size_mb:32",
+    "garbage_collection_threshold:0.6,roundup_power2_divisions:4", "no_such_key:1"
+};
+enum { NCONFS = sizeof sweep_confs / sizeof *sweep_confs };
+
+/* What a sweep gives back, a setting each. */
+typedef struct {
+    vt__replay_result r[NCONFS];
+    int status[NCONFS];
+    char err[NCONFS][256];
+} sweep;
+
+/* Sweep b (of `how`: the file, the stream) is sweep a of the whole
+ * snapshot, setting by setting: each setting but the last succeeded. */
+static void assert_same_sweeps(const sweep *a, const sweep *b, const char *what, const char *how)
+{
+    for (size_t k = 0; k < NCONFS; k++) {
+        char *x = sweep_dump(a->status[k], a->err[k], &a->r[k]);
+        char *y = sweep_dump(b->status[k], b->err[k], &b->r[k]);
+        ASSERT_MSG((a->status[k] == 0) == (k + 1 < NCONFS) && !strcmp(x, y),
+                   "%s, setting '%s':\n--- whole:\n%s\n--- %s:\n%s", what, sweep_confs[k], x, how,
+                   y);
+        free(x);
+        free(y);
+    }
+}
+
 /* A sweep whose children read the file as streams of their own is the
  * sweep of the whole snapshot, setting by setting. */
 TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
@@ -301,26 +331,16 @@ TEST(sweep_of_a_file_is_the_sweep_of_the_whole_snapshot)
     svw_write_snapshot(s, "replaystream", dir, path, sizeof path);
     vt__snapshot_free(s);
     ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s", err);
-    const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
-                            "garbage_collection_threshold:0.6" };
-    enum { N = sizeof confs / sizeof *confs };
     vt__replay_options base = { .capacity = 1ull << 30, .rules = VT_REPLAY_RULES_VRAMTRACE };
-    vt__replay_result w[N], f[N];
-    int ws[N], fs[N];
-    char we[N][256], fe[N][256];
-    ASSERT_EQ(vt__replay_sweep_confs(s, confs, N, &base, 2, w, ws, we), 0);
-    ASSERT_EQ(vt__replay_sweep_confs_file(path, confs, N, &base, 2, f, fs, fe), 0);
-    for (size_t k = 0; k < N; k++) {
-        char *a = sweep_dump(ws[k], we[k], &w[k]), *b = sweep_dump(fs[k], fe[k], &f[k]);
-        ASSERT_MSG(ws[k] == 0 && !strcmp(a, b), "setting '%s':\n--- whole:\n%s\n--- file:\n%s",
-                   confs[k], a, b);
-        free(a);
-        free(b);
-    }
+    sweep w, f;
+    ASSERT_EQ(vt__replay_sweep_confs(s, sweep_confs, NCONFS, &base, 2, w.r, w.status, w.err), 0);
+    ASSERT_EQ(vt__replay_sweep_confs_file(path, sweep_confs, NCONFS, &base, 2, f.r, f.status,
+                                          f.err), 0);
+    assert_same_sweeps(&w, &f, "training loop", "file");
     /* a file that is not there: every child says so */
-    ASSERT_EQ(vt__replay_sweep_confs_file("/nonexistent/x.vtsnap", confs, 1, &base, 1, f, fs, fe),
-              0);
-    ASSERT_MSG(fs[0] < 0 && strstr(fe[0], "x.vtsnap"), "%d %s", fs[0], fe[0]);
+    ASSERT_EQ(vt__replay_sweep_confs_file("/nonexistent/x.vtsnap", sweep_confs, 1, &base, 1, f.r,
+                                          f.status, f.err), 0);
+    ASSERT_MSG(f.status[0] < 0 && strstr(f.err[0], "x.vtsnap"), "%d %s", f.status[0], f.err[0]);
     svw_remove(dir, path);
     vt__snapshot_free(s);
 }
@@ -331,23 +351,12 @@ static void same_sweeps(const vt__snapshot_data *w, const vt__snapshot_data *h,
                         vt__event_stream *es, char *serr, vt__replay_rules rules,
                         const char *what)
 {
-    const char *confs[] = { "", "expandable_segments:1", "max_split_size_mb:32",
-                            "garbage_collection_threshold:0.6,roundup_power2_divisions:4",
-                            "no_such_key:1" };
-    enum { N = sizeof confs / sizeof *confs };
     vt__replay_options base = { .capacity = 1ull << 30, .rules = rules };
-    vt__replay_result a[N], b[N];
-    int as[N], bs[N];
-    char ae[N][256], be[N][256];
-    ASSERT_EQ(vt__replay_sweep_confs(w, confs, N, &base, 2, a, as, ae), 0);
-    ASSERT_EQ(vt__replay_sweep_confs_stream(h, es, serr, confs, N, &base, 2, b, bs, be), 0);
-    for (size_t k = 0; k < N; k++) {
-        char *x = sweep_dump(as[k], ae[k], &a[k]), *y = sweep_dump(bs[k], be[k], &b[k]);
-        ASSERT_MSG((as[k] == 0) == (k + 1 < N) && !strcmp(x, y),
-                   "%s, setting '%s':\n--- whole:\n%s\n--- stream:\n%s", what, confs[k], x, y);
-        free(x);
-        free(y);
-    }
+    sweep a, b;
+    ASSERT_EQ(vt__replay_sweep_confs(w, sweep_confs, NCONFS, &base, 2, a.r, a.status, a.err), 0);
+    ASSERT_EQ(vt__replay_sweep_confs_stream(h, es, serr, sweep_confs, NCONFS, &base, 2, b.r,
+                                            b.status, b.err), 0);
+    assert_same_sweeps(&a, &b, what, "stream");
 }
 
 /* A sweep whose children each read the parent's stream on their own
