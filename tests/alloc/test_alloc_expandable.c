@@ -20,14 +20,22 @@ static uint64_t reserved(void)
     return (uint64_t)stats(0).reserved_bytes[VT_STAT_ALL].current;
 }
 
+/* Expandable segments on a simulated device of `mem` ("256M", "4G": its
+ * SIMCUDA_MEM). Each test runs in a process of its own, and both are read
+ * at the allocator's first call: set them before it. */
+static void expandable_on_a_device_of(const char *mem)
+{
+    setenv("SIMCUDA_MEM", mem, 1);
+    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+}
+
 /* Expandable segments on a 256 MiB device, then blocks of sizes sa, sb and
  * sc in a row on the default stream: whether all three were allocated;
  * *base is the device's bytes in use before them. */
 static bool three_blocks_in_one_range(uint64_t *base, char **a, ssize_t sa, char **b, ssize_t sb,
                                       char **c, ssize_t sc)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     *base = sim().bytes_in_use;
     *a = vt_malloc(sa, 0, 0);
     *b = vt_malloc(sb, 0, 0);
@@ -37,8 +45,7 @@ static bool three_blocks_in_one_range(uint64_t *base, char **a, ssize_t sa, char
 
 TEST(growth_maps_chunks_at_the_end_of_one_range)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     simcuda_counters before = sim();
     char *p[4];
     for (int i = 0; i < 4; i++) {
@@ -64,8 +71,7 @@ TEST(growth_maps_chunks_at_the_end_of_one_range)
 
 TEST(each_stream_and_pool_has_its_own_range)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     cudaStream_t A = new_stream();
     char *a = vt_malloc(5 * MiB, 0, 0), *b = vt_malloc(5 * MiB, 0, A);
     char *small = vt_malloc(4 * KiB, 0, 0);
@@ -232,8 +238,7 @@ TEST(pinned_fragmentation_fits_with_expandable_segments)
 TEST(out_of_memory_shrinks_the_range_before_failing)
 {
     simcuda_require("expects the simulated device's capacity (SIMCUDA_MEM)");
-    setenv("SIMCUDA_MEM", "64M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("64M");
     cudaStream_t A = new_stream();
     void *keep = vt_malloc(4 * MiB, 0, 0), *big = vt_malloc(40 * MiB, 0, 0);
     ASSERT(keep && big);
@@ -253,8 +258,7 @@ TEST(out_of_memory_shrinks_the_range_before_failing)
 
 TEST(random_sequences_keep_invariants_with_expandable_segments)
 {
-    setenv("SIMCUDA_MEM", "512M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("512M");
     srand(7);
     void *live[64] = { 0 };
     for (int step = 0; step < 4000; step++) {
@@ -328,8 +332,7 @@ static void *churn_thread(void *arg)
 
 TEST(threads_growing_and_shrinking_ranges_keep_the_heap_consistent)
 {
-    setenv("SIMCUDA_MEM", "4G", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("4G");
     struct churn c[5];
     pthread_t th[5];
     for (int t = 0; t < 5; t++) {
@@ -368,8 +371,7 @@ static void CUDART_CB hold_stream_100ms(void *arg)
  * next to one still allocated (keep_other) or alone in its range. */
 static cudaStream_t freed_with_work_queued(bool keep_other, char **other)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     cudaStream_t A = new_stream();
     char *a = vt_malloc(8 * MiB, 0, A);
     *other = vt_malloc(2 * MiB, 0, A);
@@ -427,8 +429,7 @@ static void *freed_on_my_per_thread_stream(void *keep)
 
 TEST(a_range_of_another_threads_per_thread_stream_waits_for_the_device)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     void *keep = NULL, *ok = NULL;
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, freed_on_my_per_thread_stream, &keep), 0);
@@ -450,8 +451,7 @@ TEST(a_range_of_another_threads_per_thread_stream_waits_for_the_device)
  * its own (and without a device-wide one). */
 TEST(a_range_of_memory_of_no_stream_unmaps_once_its_frees_are_fenced)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     cudaStream_t A = new_stream();
     void *p = NULL, *q = NULL;
     ASSERT_OK(vt__alloc_malloc(0, 8 * MiB, VT_NO_STREAM, &p));
@@ -477,8 +477,7 @@ TEST(a_range_of_memory_of_no_stream_unmaps_once_its_frees_are_fenced)
  * leaves its chunks mapped, and they go back once the capture ended. */
 TEST(a_range_keeps_its_chunks_while_its_stream_captures)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     cudaStream_t A = new_stream();
     char *a = vt_malloc(8 * MiB, 0, A), *b = vt_malloc(2 * MiB, 0, A);
     ASSERT(a && b);
@@ -501,8 +500,7 @@ TEST(a_range_keeps_its_chunks_while_its_stream_captures)
  * the capture. */
 TEST(a_wholly_free_range_found_during_a_capture_goes_back_after_it)
 {
-    setenv("SIMCUDA_MEM", "256M", 1);
-    setenv("VRAMTRACE_CONF", "expandable_segments:1", 1);
+    expandable_on_a_device_of("256M");
     cudaStream_t A = new_stream();
     uint64_t base = sim().bytes_in_use;
     char *a = vt_malloc(8 * MiB, 0, A);
