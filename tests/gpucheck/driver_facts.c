@@ -351,14 +351,23 @@ static void graph_relaunch(unsigned long long flags)
 static void graph_relaunch_unfreed(void) { graph_relaunch(0); }
 static void graph_relaunch_auto_free(void) { graph_relaunch(cudaGraphInstantiateFlagAutoFreeOnLaunch); }
 
+/* What the facts about frees of older pointers start from: *p of
+ * cudaMalloc and *q of cudaMallocAsync on a new non-blocking stream (which
+ * it returns), 1 MiB each, the stream synchronized. */
+static cudaStream_t malloc_and_malloc_async(void **p, void **q)
+{
+    cudaStream_t s = stream(cudaStreamNonBlocking);
+    kv("alloc", cudaMalloc(p, MIB));
+    kv("alloc_async", cudaMallocAsync(q, MIB, s));
+    kv("sync", cudaStreamSynchronize(s));
+    return s;
+}
+
 /* Driver frees and allocations with no context current. */
 static void no_context_calls(void)
 {
     void *p = NULL, *q = NULL;
-    cudaStream_t s = stream(cudaStreamNonBlocking);
-    kv("alloc", cudaMalloc(&p, MIB));
-    kv("alloc_async", cudaMallocAsync(&q, MIB, s));
-    kv("sync", cudaStreamSynchronize(s));
+    cudaStream_t s = malloc_and_malloc_async(&p, &q);
     CUcontext primary = NULL;
     cuCtxGetCurrent(&primary);
     kv("set_none", cuCtxSetCurrent(NULL));
@@ -379,10 +388,7 @@ static void no_context_calls(void)
 static void reset_then_free_old(void)
 {
     void *p = NULL, *q = NULL;
-    cudaStream_t s = stream(cudaStreamNonBlocking);
-    kv("alloc", cudaMalloc(&p, MIB));
-    kv("alloc_async", cudaMallocAsync(&q, MIB, s));
-    kv("sync", cudaStreamSynchronize(s));
+    malloc_and_malloc_async(&p, &q);   /* its stream goes with the reset */
     kv("reset", cudaDeviceReset());
     cudaStream_t s2 = stream(cudaStreamNonBlocking);
     kv("free_async", cudaFreeAsync(q, s2));
