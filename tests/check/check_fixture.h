@@ -100,14 +100,22 @@ static inline vt__check_report *check_shape(synth *y, shape_fn shape, int varian
     return check(y, NULL);
 }
 
+/* y, checked with opt (NULL: default_options()), has no finding; y is
+ * finished (synth_fini), ready to be built again. */
+static inline void assert_checks_clean(synth *y, const vt__check_options *opt)
+{
+    vt__check_report *r = check(y, opt);
+    ASSERT_CLEAN(r, y);
+    vt__check_report_free(r);
+    synth_fini(y);
+}
+
 /* What every fixed twin asserts: its trace comes out clean. */
 static inline void assert_shape_is_clean(shape_fn shape, int variant)
 {
     synth y;
-    vt__check_report *r = check_shape(&y, shape, variant);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    shape(&y, variant);
+    assert_checks_clean(&y, NULL);
 }
 
 /* `name` parses to `rule` alone, and `rule` is named `name`. */
@@ -124,6 +132,14 @@ static inline const vt__check_finding *only_finding(const vt__check_report *r)
 {
     ASSERT_EQ(r->nfindings, 1);
     return &r->findings[0];
+}
+
+/* The report has exactly one finding, and `rule` made it: return it. */
+static inline const vt__check_finding *only_finding_of(const vt__check_report *r, unsigned rule)
+{
+    const vt__check_finding *f = only_finding(r);
+    ASSERT_EQ(f->rule, rule);
+    return f;
 }
 
 /* The report has exactly one finding, on `addr`, of `bytes`: return it. */

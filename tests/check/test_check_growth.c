@@ -56,8 +56,8 @@ TEST(a_buffer_reallocated_larger_every_step_is_flagged_with_its_growth_per_step)
     loop(&y, 12, one_mib_per_step, 1);
     vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
-    const vt__check_finding *f = only_finding(r);   /* never-freed and outlier see nothing */
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    /* never-freed and outlier see nothing */
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(f->growth_per_step, MiB);
     ASSERT_EQ(f->growth_first_mark, 3);            /* marks 1..3 (a quarter): warm-up */
     ASSERT_EQ(f->growth_last_mark, 11);
@@ -93,8 +93,7 @@ TEST(a_site_keeping_more_every_step_and_freeing_it_at_the_end_is_flagged)
     for (int k = 0; k < 10; k++)   /* cleared before the end: never-freed does not see it */
         synth_free(&y, BUF + (uint64_t)k * 0x1000000ull);
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(f->growth_per_step, MiB);
     ASSERT_EQ(f->nallocs, 10);
     vt__check_report_free(r);
@@ -108,7 +107,7 @@ TEST(memory_never_freed_step_after_step_stays_one_never_freed_finding)
     vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
     /* one finding per storage: growth judges what the others left */
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
+    only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     vt__check_report_free(r);
     synth_fini(&y);
 }

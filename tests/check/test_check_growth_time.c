@@ -82,8 +82,7 @@ TEST(outputs_kept_through_an_evaluation_grow_by_time_though_freed_at_its_end)
     vt__check_report *r[2] = { check_keep(&y, 0), check_keep(&y, 1) };
     for (int k = 0; k < 2; k++) {
         ASSERT_EQ(r[k]->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-        const vt__check_finding *f = only_finding(r[k]);
-        ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+        const vt__check_finding *f = only_finding_of(r[k], VT_CHECK_RULE_GROWTH);
         ASSERT_EQ(f->alloc_stack, st_kept);
         ASSERT_EQ(f->addr, KEPT_ADDR);            /* the site's first storage */
         ASSERT(f->growth_window_ns > 0);
@@ -129,8 +128,7 @@ TEST(a_growth_of_small_outputs_by_time_counts_their_blocks)
     eval_loop_keeping(&y, 4, 1);
     vt__check_report *r[2] = { check_keep(&y, 0), check_keep(&y, 1) };
     for (int k = 0; k < 2; k++) {
-        const vt__check_finding *f = only_finding(r[k]);
-        ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+        const vt__check_finding *f = only_finding_of(r[k], VT_CHECK_RULE_GROWTH);
         uint64_t grew = (f->growth_last_bytes - f->growth_first_bytes) / 4;
         ASSERT(grew >= 20);
         ASSERT_EQ(f->bytes, 4 * grew);
@@ -311,8 +309,7 @@ TEST(a_graph_kept_across_batches_grows_by_time_under_track_and_names_its_holder)
         vt__check_report *r = check_keep(&y, 0);
         ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
         ASSERT_EQ(r->rules_need_steps, 0);
-        const vt__check_finding *f = only_finding(r);
-        ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+        const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
         ASSERT_EQ(f->alloc_stack, st_act);
         ASSERT(f->growth_window_ns > 0);
         ASSERT(f->nallocs >= 30 && f->nallocs <= ITERS);
@@ -355,8 +352,7 @@ TEST(results_collected_for_the_end_grow_by_time_only_when_growth_is_asked)
     tbptt(&y, TBPTT_COLLECTED, 5000000);
     assert_clean_with_growth_by_time(&y);
     vt__check_report *r = check_asking_growth(&y);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    only_finding_of(r, VT_CHECK_RULE_GROWTH);
     assert_rendered_says(r, &y, 0, "module __main__.kept \xe2\x86\x92 list[");
     vt__check_report_free(r);
     synth_fini(&y);

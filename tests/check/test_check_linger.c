@@ -235,8 +235,7 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
     synth y;
     renamed(&y);
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_LINGER);
     ASSERT_EQ(f->addr, RN_ADDR);
     ASSERT_EQ(f->owner_id, 100);
     ASSERT_STR_EQ(f->owner_name, "fc2 out");
@@ -728,10 +727,7 @@ TEST(storage_whose_lifetime_crosses_a_gap_is_not_judged)
     synth y;
     every_k(&y, 15);
     open_a_gap(&y);
-    vt__check_report *r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, NULL);
 }
 
 TEST(storage_across_a_gap_that_the_allocator_state_holds_is_judged)

@@ -13,8 +13,7 @@ TEST(native_never_freed_call_site_is_flagged)
     vt__check_report *r = check_shape(&y, native, NATIVE_OUTLIER_FIXED);
     ASSERT_EQ(r->rules_run,
               VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER | VT_CHECK_RULE_GROWTH);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(f->nallocs, 5);    /* steps 1..5; step 6 is after the last mark */
     ASSERT_EQ(f->bytes, 5 * MiB);
     ASSERT_EQ(f->freed, 0);
@@ -46,8 +45,7 @@ TEST(native_finding_counts_its_lines_allocations_from_before_the_window)
     synth y;
     lost_start(&y, NATIVE_OUTLIER_FIXED, 20);
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(f->nallocs, 25);
     ASSERT_EQ(f->nbefore_window, 20);
     ASSERT_EQ(f->bytes, 25 * MiB);
@@ -62,10 +60,7 @@ TEST(native_finding_counts_its_lines_allocations_from_before_the_window)
      * made before it than it frees in the window (kept then, on purpose or
      * not: the window cannot say which are the line's usual ones) */
     lost_start(&y, NATIVE_OUTLIER_FIXED | NATIVE_LEAK_FIXED, 20);
-    r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, NULL);
 }
 
 TEST(native_outliers_made_before_the_window_are_flagged_where_their_siblings_die_in_it)
@@ -79,8 +74,7 @@ TEST(native_outliers_made_before_the_window_are_flagged_where_their_siblings_die
     synth y;
     lost_start(&y, NATIVE_OUTLIER_FIXED | NATIVE_LEAK_FIXED, 3);
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_OUTLIER);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(f->nallocs, 3);
     ASSERT_EQ(f->nbefore_window, 3);
     ASSERT_EQ(f->bytes, 3 * MiB);
@@ -126,7 +120,7 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     /* named, they judge by time */
     r = check_rules(&y, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(r->rules_need_steps, 0);
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
+    only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -285,7 +279,7 @@ TEST(native_never_freed_judges_an_observed_pytorch_pool_by_time_without_marks)
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_OUTLIER);
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_NEVER_FREED);
+    only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     assert_rendered_says(r, &y, 0, "NOTE: this trace has no steps (marks), and outlier "
                                    "judges step by step: not run. The program made no "
                                    "optimizer step (which `vramtrace run` marks): mark steps "
@@ -335,8 +329,7 @@ TEST(weights_moved_before_a_loop_without_marks_are_not_never_freed)
 
     weights_then_loop(&y, 1);
     r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     assert_rendered_says(r, &y, 0, "allocated step after step by the same call site");
     assert_rendered_says(r, &y, 0, "     at keep_output (train.c:10)\n");
     vt__check_report_free(r);
@@ -354,18 +347,14 @@ TEST(a_loop_that_ran_out_of_memory_is_never_freed_however_long_its_exit_took)
     weights_then_loop(&y, 1);
     synth_tick(&y, 2000000000ull);   /* the exit snapshot, 2 s after the loop's 1 s */
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     assert_rendered_says(r, &y, 0, "     at keep_output (train.c:10)\n");
     vt__check_report_free(r);
     synth_fini(&y);
 
     weights_then_loop(&y, 0);   /* and the weights are still one burst */
     synth_tick(&y, 2000000000ull);
-    r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, NULL);
 }
 
 /* A deep model's first forward runs out of memory: its weights moved to the
@@ -438,8 +427,7 @@ TEST(what_a_loop_keeps_after_the_last_mark_is_never_freed)
 {
     synth y;
     vt__check_report *r = kept_after_the_last_mark(&y, 8);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_NEVER_FREED);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
     ASSERT_EQ(f->nallocs, 7);   /* the 8th falls in the run's last part of a step */
     ASSERT_EQ(f->bytes, 7 * MiB);
     ASSERT_EQ(r->nmarks, 6);

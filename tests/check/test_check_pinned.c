@@ -112,16 +112,13 @@ TEST(pinned_view_covering_most_of_its_base_is_clean)
     vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_pinned_ratio("95%", &o.pinned_ratio), 0);
     r = check(&y, &o);
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
+    only_finding_of(r, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(r->findings[0].covered_bytes, 3687);
     ASSERT_EQ(r->findings[0].wasted_bytes, 4096 - 3687);
     ASSERT(fabs(r->pinned_ratio - 0.95) < 1e-12);
     vt__check_report_free(r);
     ASSERT_EQ(vt__check_parse_pinned_ratio("0.9", &o.pinned_ratio), 0);  /* 3687 >= 0.9 x 4096 */
-    r = check(&y, &o);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, &o);
 }
 
 TEST(pinned_base_still_alive_is_not_pinned)
@@ -130,10 +127,7 @@ TEST(pinned_base_still_alive_is_not_pinned)
     pinned_view(&y, PIN_BASE_ALIVE);
     vt__check_options o = default_options();
     o.pinned_ratio = 1;
-    vt__check_report *r = check(&y, &o);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, &o);
 }
 
 TEST(pinned_ratio_parse)
@@ -214,7 +208,7 @@ TEST(pinned_and_linger_never_report_the_same_interval)
      * does not outlast a complete step, so LINGER's finding is the only one. */
     pinned_then_lingering(&y, 3);
     r = check(&y, NULL);
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_LINGER);
+    only_finding_of(r, VT_CHECK_RULE_LINGER);
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -246,8 +240,7 @@ TEST(pinned_coverage_is_the_union_of_live_views_clipped)
     vt__check_report *r = check(&y, NULL);
     if (r->nfindings != 1)
         dump(r, &y);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->bytes, 1000);
     ASSERT_EQ(f->block_bytes, 1024);
     ASSERT_EQ(f->covered_bytes, 450);
@@ -273,8 +266,7 @@ TEST(pinned_time_rule_without_marks)
     /* pinned 19 s: over max(1 s, 5% of 31 s) */
     vt__check_report *r = check_shape(&y, pinned_no_marks, 20000);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->grace_mode, VT_CHECK_GRACE_TIME);
     ASSERT_EQ(f->wasted_bytes, 63 * MiB);
     uint64_t grace = (r->end_time_ns - r->start_time_ns) / 100 * VT_CHECK_TIME_FRACTION_PCT;
@@ -293,7 +285,7 @@ TEST(pinned_time_rule_without_marks)
     vt__check_options o = default_options();
     ASSERT_EQ(vt__check_parse_grace("500ms", &o), 0);
     r = check(&y, &o);
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
+    only_finding_of(r, VT_CHECK_RULE_PINNED);
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -330,15 +322,12 @@ TEST(pinned_time_rule_leaves_the_tools_pauses_out)
     pinned_across_a_pause(&y, 0);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->grace_mode, VT_CHECK_GRACE_TIME);
-    ASSERT_EQ(only_finding(r)->rule, VT_CHECK_RULE_PINNED);
+    only_finding_of(r, VT_CHECK_RULE_PINNED);
     vt__check_report_free(r);
     synth_fini(&y);
 
     pinned_across_a_pause(&y, 1);
-    r = check(&y, NULL);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, NULL);
 }
 
 TEST(pinned_json_has_rule_and_wasted_bytes)
@@ -432,8 +421,7 @@ TEST(pinned_many_views_are_summarized)
     vt__check_report *r = check(&y, &o);
     double dt = now_s() - t0;
     fprintf(stderr, "pinned: %zu events, %" PRIu64 " views in %.3f s\n", y.s.nevents, n, dt);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_PINNED);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_PINNED);
     ASSERT_EQ(f->nviews, VT_CHECK_MAX_VIEWS);
     ASSERT_LT(f->covered_bytes, 32 * MiB);
     ASSERT_EQ(f->covered_bytes, (uint64_t)f->nviews_live * 1024);

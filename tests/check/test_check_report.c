@@ -56,10 +56,7 @@ TEST(grace_time_option)
     vt__check_report_free(r);
     ASSERT_EQ(vt__check_parse_grace("2.5s", &o), 0);
     ASSERT_EQ(o.grace_ns, 2500000000ull);
-    r = check(&y, &o);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_checks_clean(&y, &o);
 
     ASSERT_EQ(vt__check_parse_grace("1.5steps", &o), -EINVAL);
     ASSERT_EQ(vt__check_parse_grace("-1s", &o), -EINVAL);
