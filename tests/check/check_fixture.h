@@ -268,6 +268,15 @@ static inline void assert_rendered_says(const vt__check_report *r, const synth *
     free(text);
 }
 
+/* The text report says `text` and the JSON one says `json`: the two
+ * renderings of one fact. */
+static inline void assert_text_and_json_say(const vt__check_report *r, const synth *y,
+                                            const char *text, const char *json)
+{
+    assert_rendered_says(r, y, 0, text);
+    assert_rendered_says(r, y, 1, json);
+}
+
 
 static inline double now_s(void)
 {

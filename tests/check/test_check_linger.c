@@ -777,10 +777,11 @@ TEST(storages_of_a_findings_stack_made_before_the_window_are_counted_not_judged)
     ASSERT_EQ(f->older_alive, 3);
     ASSERT_EQ(f->older_alive_bytes, 6 * MiB);
     ASSERT_EQ(r->total_bytes, 3 * MiB);      /* not judged: not in the totals */
-    assert_rendered_says(r, &y, 0, "and 3 more storages (6 MiB) allocated at its stack before "
-                                   "the window, still alive: their tensors' records left the "
-                                   "ring (not judged)");
-    assert_rendered_says(r, &y, 1, "\"older_alive\":{\"storages\":3,\"bytes\":6291456}");
+    assert_text_and_json_say(r, &y,
+                             "and 3 more storages (6 MiB) allocated at its stack before the "
+                             "window, still alive: their tensors' records left the ring (not "
+                             "judged)",
+                             "\"older_alive\":{\"storages\":3,\"bytes\":6291456}");
     vt__check_report_free(r);
     synth_fini(&y);
     /* at another stack (the weights'): nothing to say about them */
@@ -852,9 +853,10 @@ TEST(tensors_declared_again_after_the_ring_overwrote_them_are_judged)
     ASSERT_EQ(f->npaths, 1);
     ASSERT_STR_EQ(path_text(f, 0), "module __main__.kept[0] \xe2\x86\x92 tensor 'logits' "
                                    "\xe2\x86\x92 storage 0x7e0001000000 2 MiB");
-    assert_rendered_says(r, &y, 0, "last use: before the trace window, by tensor 'logits' "
-                                   "(#8), made there; unused since the window began");
-    assert_rendered_says(r, &y, 1, "\"before_window\":true");
+    assert_text_and_json_say(r, &y,
+                             "last use: before the trace window, by tensor 'logits' (#8), made "
+                             "there; unused since the window began",
+                             "\"before_window\":true");
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -985,8 +987,8 @@ TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
     vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nhost_skipped, 1);
-    assert_rendered_says(r, &y, 0, "1 host storage (CPU tensors) not judged");
-    assert_rendered_says(r, &y, 1, "\"host_skipped\":1");
+    assert_text_and_json_say(r, &y, "1 host storage (CPU tensors) not judged",
+                             "\"host_skipped\":1");
     vt__check_report_free(r);
 
     o.host = VT_CHECK_HOST_ALWAYS;               /* check --host */

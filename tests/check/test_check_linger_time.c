@@ -128,8 +128,7 @@ TEST(no_marks_the_tools_recorded_pauses_are_not_the_programs_time)
     char want[160];
     snprintf(want, sizeof want, "   held %.3f s after last use (1.200 s of it vramtrace's pauses): ",
              (double)f->linger_ns / 1e9);
-    assert_rendered_says(r, &y, 0, want);
-    assert_rendered_says(r, &y, 1, "\"paused_ns\":1200000000,");
+    assert_text_and_json_say(r, &y, want, "\"paused_ns\":1200000000,");
     vt__check_report_free(r);
     synth_fini(&y);
 }

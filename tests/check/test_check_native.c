@@ -51,9 +51,9 @@ TEST(native_finding_counts_its_lines_allocations_from_before_the_window)
     ASSERT_EQ(f->bytes, 25 * MiB);
     ASSERT_EQ(f->before_window, 0);          /* the one shown is the window's */
     ASSERT(f->alloc_seq != 0);
-    assert_rendered_says(r, &y, 0, "25 MiB in 25 allocations (20 made before the window, "
-                                   "still alive)");
-    assert_rendered_says(r, &y, 1, "\"allocations\":25,\"allocations_before_window\":20");
+    assert_text_and_json_say(r, &y,
+                             "25 MiB in 25 allocations (20 made before the window, still alive)",
+                             "\"allocations\":25,\"allocations_before_window\":20");
     vt__check_report_free(r);
     synth_fini(&y);
     /* a line whose allocations the window frees is not flagged by more
@@ -114,8 +114,8 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
     assert_rendered_says(r, &y, 0, "NOTE: this trace has no steps (marks), and never-freed,outlier "
                                    "judge step by step: not run.");
-    assert_rendered_says(r, &y, 0, "rules: none;");
-    assert_rendered_says(r, &y, 1, "\"rules_need_steps\":[\"never-freed\",\"outlier\"]");
+    assert_text_and_json_say(r, &y, "rules: none;",
+                             "\"rules_need_steps\":[\"never-freed\",\"outlier\"]");
     vt__check_report_free(r);
     /* named, they judge by time */
     r = check_rules(&y, VT_CHECK_RULE_NEVER_FREED);
