@@ -53,6 +53,22 @@ static size_t kept_findings(const vt__check_finding *fs, size_t n)
     return n;
 }
 
+/* How many kept results the report counts: all of them findings, none
+ * minor. */
+static size_t counted_results(const vt__check_report *r)
+{
+    ASSERT_EQ(r->nminor, 0);
+    return kept_findings(r->findings, r->nfindings);
+}
+
+/* How many kept results the report says are minor: all of them, no
+ * finding counted. */
+static size_t minor_results(const vt__check_report *r)
+{
+    ASSERT_EQ(r->nfindings, 0);
+    return kept_findings(r->minor, r->nminor);
+}
+
 TEST(small_results_kept_on_purpose_are_minor_and_not_counted)
 {
     synth y;
@@ -61,8 +77,7 @@ TEST(small_results_kept_on_purpose_are_minor_and_not_counted)
     /* the peak: the weight, an activation and the results then kept */
     ASSERT(r->peak_bytes >= 6 * MiB && r->peak_bytes < 6 * MiB + 64);
     ASSERT_EQ(r->min_bytes, r->peak_bytes / 1000 * VT_CHECK_MINOR_PERMILLE);
-    ASSERT_EQ(r->nfindings, 0);
-    size_t n = kept_findings(r->minor, r->nminor);
+    size_t n = minor_results(r);
     ASSERT(n >= 5);
     ASSERT_EQ(r->minor_bytes, 4 * n);
     ASSERT_EQ(r->total_bytes, 0);
@@ -82,8 +97,7 @@ TEST(small_results_kept_on_purpose_are_minor_and_not_counted)
 
     /* no floor: every one of them counts */
     r = check_floor(&y, VT_CHECK_MIN_BYTES_NONE);
-    ASSERT_EQ(kept_findings(r->findings, r->nfindings), n);
-    ASSERT_EQ(r->nminor, 0);
+    ASSERT_EQ(counted_results(r), n);
     ASSERT_EQ(r->min_bytes, 0);
     ASSERT_EQ(r->total_bytes, 4 * n);
     vt__check_report_free(r);
@@ -97,15 +111,13 @@ TEST(a_cause_of_many_small_findings_counts_by_its_whole)
     kept_results(&y, 4 * MiB, 2048, 8);
     vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
     ASSERT(r->min_bytes > 2048);
-    size_t n = kept_findings(r->findings, r->nfindings);
+    size_t n = counted_results(r);
     ASSERT(n >= 5 && 2048 * n > r->min_bytes);
-    ASSERT_EQ(r->nminor, 0);
     vt__check_report_free(r);
 
     /* a floor asked for above the cause's bytes: minor */
     r = check_floor(&y, 64 * 1024);
-    ASSERT_EQ(r->nfindings, 0);
-    ASSERT_EQ(kept_findings(r->minor, r->nminor), n);
+    ASSERT_EQ(minor_results(r), n);
     ASSERT_EQ(r->min_bytes, 64 * 1024);
     char *text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "under the floor of 64 KiB: not counted"), "%s", text);
@@ -121,16 +133,14 @@ TEST(the_automatic_floor_is_at_most_1_MiB)
     kept_results(&y, 8ull << 30, 128 * 1024, 8);     /* 8 GiB of weights */
     vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
     ASSERT_EQ(r->min_bytes, VT_CHECK_MINOR_CAP);
-    size_t n = kept_findings(r->minor, r->nminor);   /* n x 128 KiB < 1 MiB */
+    size_t n = minor_results(r);   /* n x 128 KiB < 1 MiB */
     ASSERT(n >= 5 && n < 8);
-    ASSERT_EQ(r->nfindings, 0);
     vt__check_report_free(r);
     synth_fini(&y);
 
     kept_results(&y, 8ull << 30, 256 * 1024, 8);     /* n x 256 KiB > 1 MiB */
     r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
-    ASSERT_EQ(kept_findings(r->findings, r->nfindings), n);
-    ASSERT_EQ(r->nminor, 0);
+    ASSERT_EQ(counted_results(r), n);
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -147,9 +157,8 @@ TEST(small_tensors_kept_every_step_are_weighed_by_their_blocks)
     kept_results(&y, 64 * MiB, 4, 300);
     vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
     ASSERT(r->min_bytes > 64 * 1000 && r->min_bytes < 70 * 1024);
-    size_t n = kept_findings(r->findings, r->nfindings);
+    size_t n = counted_results(r);
     ASSERT(n >= 290);
-    ASSERT_EQ(r->nminor, 0);
     ASSERT_EQ(r->total_bytes, 4 * n);
     ASSERT_EQ(r->total_held_bytes, 512 * n);
     char *text = render(r, &y, 0);
@@ -170,8 +179,7 @@ TEST(small_tensors_kept_every_step_are_weighed_by_their_blocks)
 
     kept_results(&y, 64 * MiB, 4, 60);
     r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
-    ASSERT_EQ(r->nfindings, 0);
-    n = kept_findings(r->minor, r->nminor);
+    n = minor_results(r);
     ASSERT(n >= 50);
     text = render(r, &y, 0);
     ASSERT_MSG(strstr(text, "    [linger] 240 B in 30 KiB of blocks: tensor 'losses.append") ||
@@ -200,7 +208,7 @@ TEST(blocks_only_a_little_larger_than_the_bytes_go_unsaid)
     synth y;
     kept_results(&y, 4 * MiB, 1000, 8);   /* blocks of 1,024 bytes */
     vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_NONE);
-    size_t n = kept_findings(r->findings, r->nfindings);
+    size_t n = counted_results(r);
     ASSERT(n >= 5);
     ASSERT_EQ(r->total_held_bytes, 1024 * n);
     char *text = render(r, &y, 0);
@@ -222,9 +230,7 @@ TEST(a_growth_of_small_tensors_is_weighed_by_its_blocks)
     o.rules = VT_CHECK_RULE_GROWTH;
     vt__check_report *r = check(&y, &o);
     ASSERT_EQ(r->nminor, 0);
-    ASSERT_EQ(r->nfindings, 1);
-    const vt__check_finding *f = &r->findings[0];
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_GROWTH);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
     ASSERT(f->bytes >= 800 && f->bytes < 64 * 1000);
     ASSERT_EQ(f->block_bytes, f->bytes / 4 * 512);
     ASSERT_EQ(r->total_held_bytes, f->block_bytes);
