@@ -31,33 +31,29 @@
 
 /* ---- builder state ------------------------------------------------------ */
 
-/* The next lifetime or span, zeroed, and its index; NULL past the index
- * limit or without memory. */
-static void *push(void **arr, size_t *cap, size_t *n, size_t elem, uint32_t *idx)
+/* A slot for the next lifetime or span, zeroed, and its index: a retired
+ * one (streamed build: free_list) where there is one, else a new one at
+ * the end of arr; NULL past the index limit or without memory. */
+static void *take_slot(void **arr, size_t *cap, size_t *n, size_t elem, uint32_t *free_list,
+                       size_t *nfree, uint32_t *idx)
 {
+    if (*nfree) {
+        *idx = free_list[--*nfree];
+        void *p = (char *)*arr + (size_t)*idx * elem;
+        memset(p, 0, elem);
+        return p;
+    }
     if (*n >= VT_TL_NONE - 1)
         return NULL;
     *idx = (uint32_t)*n;
     return vt__grow_push(arr, cap, n, elem);
 }
 
-/* A retired slot again (streamed build), zeroed. */
-static void *reuse(void *arr, size_t elem, uint32_t *free_list, size_t *nfree, uint32_t *idx)
-{
-    if (!*nfree)
-        return NULL;
-    *idx = free_list[--*nfree];
-    void *p = (char *)arr + (size_t)*idx * elem;
-    memset(p, 0, elem);
-    return p;
-}
-
 static vt__lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 {
     vt__timeline *tl = b->tl;
-    vt__lifetime *l = reuse(tl->lifetimes, sizeof *l, b->free_l, &b->nfree_l, idx);
-    if (!l)
-        l = push((void **)&tl->lifetimes, &b->lcap, &tl->nlifetimes, sizeof *l, idx);
+    vt__lifetime *l = take_slot((void **)&tl->lifetimes, &b->lcap, &tl->nlifetimes, sizeof *l,
+                                b->free_l, &b->nfree_l, idx);
     if (l) {
         l->alloc_event = l->free_event = l->complete_event = l->release_event = VT_TL_NONE;
         l->start_event = l->reusable_event = VT_TL_NONE;
@@ -68,9 +64,8 @@ static vt__lifetime *new_lifetime(struct builder *b, uint32_t *idx)
 static vt__segment_span *new_span(struct builder *b, uint32_t *idx)
 {
     vt__timeline *tl = b->tl;
-    vt__segment_span *g = reuse(tl->segments, sizeof *g, b->free_s, &b->nfree_s, idx);
-    if (!g)
-        g = push((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g, idx);
+    vt__segment_span *g = take_slot((void **)&tl->segments, &b->scap, &tl->nsegments, sizeof *g,
+                                    b->free_s, &b->nfree_s, idx);
     if (g)
         g->alloc_event = g->free_event = g->state_segment = VT_TL_NONE;
     return g;
