@@ -33,6 +33,15 @@ static cudaStream_t stream(unsigned flags)
     return s;
 }
 
+/* The capture on s ended (key `end`: its answer) and the error that left
+ * (key `last`), for the facts that do not run the graph. */
+static void end_capture(cudaStream_t s, const char *end, const char *last)
+{
+    cudaGraph_t g = NULL;
+    kv(end, cudaStreamEndCapture(s, &g));
+    kv(last, cudaGetLastError());
+}
+
 /* A stream-ordered allocation and its free captured into a graph, which
  * then runs. */
 static void capture_alloc(enum cudaStreamCaptureMode mode, unsigned stream_flags)
@@ -75,9 +84,7 @@ static void capture_queries_end(cudaStream_t s, void *warm)
     void *p = NULL;
     kv("alloc", cudaMallocAsync(&p, MIB, s));
     kv("free", cudaFreeAsync(p, s));
-    cudaGraph_t g = NULL;
-    kv("end", cudaStreamEndCapture(s, &g));
-    kv("last", cudaGetLastError());
+    end_capture(s, "end", "last");
     cudaFree(warm);
 }
 
@@ -132,9 +139,7 @@ static void capture_thread_mode_relaxed(void)
     kv("cuda_free", cudaFree(p));
     kv("exchange_back", cudaThreadExchangeStreamCaptureMode(&m));
     kv("free_warm", cudaFree(warm));
-    cudaGraph_t g = NULL;
-    kv("end", cudaStreamEndCapture(s, &g));
-    kv("last", cudaGetLastError());
+    end_capture(s, "end", "last");
 }
 
 static cudaStream_t other_thread_stream;
@@ -149,6 +154,15 @@ static void *other_thread(void *arg)
     return NULL;
 }
 
+/* fn run on a thread of its own, to its end: what another thread's calls
+ * answer while this one captures (other_thread_result). */
+static void on_another_thread(void *(*fn)(void *))
+{
+    pthread_t t;
+    pthread_create(&t, NULL, fn, NULL);
+    pthread_join(t, NULL);
+}
+
 /* Another thread allocates while this one captures in global mode. */
 static void capture_global_other_thread_allocates(void)
 {
@@ -157,14 +171,10 @@ static void capture_global_other_thread_allocates(void)
     cudaStream_t s = stream(cudaStreamNonBlocking);
     other_thread_stream = stream(cudaStreamNonBlocking);
     kv("begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    pthread_t t;
-    pthread_create(&t, NULL, other_thread, NULL);
-    pthread_join(t, NULL);
+    on_another_thread(other_thread);
     kv("other_malloc", other_thread_result[0]);
     kv("other_malloc_async", other_thread_result[1]);
-    cudaGraph_t g = NULL;
-    kv("end", cudaStreamEndCapture(s, &g));
-    kv("last", cudaGetLastError());
+    end_capture(s, "end", "last");
 }
 
 static void *other_thread_malloc_free(void *arg)
@@ -185,22 +195,16 @@ static void capture_thread_local_and_other_thread(void)
     cudaMalloc(&warm, MIB);
     cudaStream_t s = stream(cudaStreamNonBlocking);
     kv("begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    pthread_t t;
-    pthread_create(&t, NULL, other_thread_malloc_free, NULL);
-    pthread_join(t, NULL);
+    on_another_thread(other_thread_malloc_free);
     kv("other_malloc", other_thread_result[0]);
     kv("other_free", other_thread_result[1]);
     void *p = NULL;
     kv("own_malloc", cudaMalloc(&p, MIB));
-    cudaGraph_t g = NULL;
-    kv("end", cudaStreamEndCapture(s, &g));
-    kv("last", cudaGetLastError());
+    end_capture(s, "end", "last");
     kv("begin_global", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    pthread_create(&t, NULL, other_thread_malloc_free, NULL);
-    pthread_join(t, NULL);
+    on_another_thread(other_thread_malloc_free);
     kv("other_malloc_global", other_thread_result[0]);
-    kv("end_global", cudaStreamEndCapture(s, &g));
-    kv("last_global", cudaGetLastError());
+    end_capture(s, "end_global", "last_global");
     kv("malloc_after", cudaMalloc(&p, MIB));
     kv("free_after", cudaFree(p));
     cudaFree(warm);
@@ -241,13 +245,10 @@ static void capture_forbidden_calls(void)
     kv("begin", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     void *p = NULL;
     kv("cuda_malloc", cudaMalloc(&p, MIB));
-    cudaGraph_t g = NULL;
-    kv("end", cudaStreamEndCapture(s, &g));
-    kv("last", cudaGetLastError());
+    end_capture(s, "end", "last");
     kv("begin2", cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     kv("query", cudaStreamQuery(s));
-    kv("end2", cudaStreamEndCapture(s, &g));
-    kv("last2", cudaGetLastError());
+    end_capture(s, "end2", "last2");
 }
 
 /* Which calls a capture forbids: each in a capture of its own on stream s
