@@ -295,7 +295,7 @@ static char *sweep_dump(int status, const char *error, const vt__replay_result *
 /* The settings a sweep below tries: the last names no key, so its child
  * fails (and must fail the same way whatever the sweep read). */
 static const char *const sweep_confs[] = {
-    "", "expandable_segments:1", "max_split_size_mb:32",
+    "", "expandable_segments:1", "max_split_size_mb:32", "garbage_collection_threshold:0.6",
     "garbage_collection_threshold:0.6,roundup_power2_divisions:4", "no_such_key:1"
 };
 enum { NCONFS = sizeof sweep_confs / sizeof *sweep_confs };
