@@ -329,14 +329,35 @@ bool decomposed_by_autograd(const c10::OperatorName &name)
 // operator's registration; a RecordFunction named by a string of its own (a
 // profiler scope, no operator) is never an op here, nor cached (its name's
 // memory is freed with it and reused).
+// Each thread's last answers from known_ops, by the name's address: an
+// entry there never changes, and the map's lock and hash cost every op
+// (a backward's ops take them on the engine thread).
+struct SeenOp {
+    const char *key = nullptr;
+    Op op;
+};
+constexpr size_t SEEN_OPS = 64;   // a power of two
+thread_local SeenOp seen_ops[SEEN_OPS];
+
+SeenOp &seen_slot(const char *key)
+{
+    return seen_ops[(reinterpret_cast<uintptr_t>(key) >> 4) & (SEEN_OPS - 1)];
+}
+
 Op lookup(const at::RecordFunction &fn)
 {
     const char *key = fn.name();
+    SeenOp &seen = seen_slot(key);
+    if (seen.key == key)
+        return seen.op;
     {
         std::lock_guard<std::mutex> g(ops_lock);
         auto it = known_ops.find(key);
-        if (it != known_ops.end())
+        if (it != known_ops.end()) {
+            seen.key = key;
+            seen.op = it->second;
             return it->second;
+        }
     }
     std::optional<c10::OperatorName> name = fn.operator_name();
     if (!name)
@@ -641,26 +662,64 @@ bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
     return true;
 }
 
+// The frames each storage's latest maker was lent (hand_over_ops): the
+// few dozen of a backward in a list scanned from the newest (a map cost a
+// heap block per entry, a microsecond and a half a step of a small
+// model), a long backward's in a map once the list passes LIST_MAX.
+class FramesOfMemory {
+public:
+    void note(uintptr_t storage, uint32_t frames)
+    {
+        if (!map_.empty() || list_.size() >= LIST_MAX) {
+            for (const auto &made : list_)
+                map_[made.first] = made.second;
+            list_.clear();
+            map_[storage] = frames;
+            return;
+        }
+        list_.emplace_back(storage, frames);
+    }
+    // 0: none noted
+    uint32_t of(uintptr_t storage) const
+    {
+        if (!map_.empty()) {
+            auto it = map_.find(storage);
+            return it != map_.end() ? it->second : 0;
+        }
+        for (auto it = list_.rbegin(); it != list_.rend(); ++it)
+            if (it->first == storage)
+                return it->second;
+        return 0;
+    }
+
+private:
+    static constexpr size_t LIST_MAX = 256;
+    std::vector<std::pair<uintptr_t, uint32_t>> list_;
+    std::unordered_map<uintptr_t, uint32_t> map_;
+};
+
 // Ops held back, handed over now, in order, with the GIL held: an alias
 // only if all its tensors live (as the mode, which such calls hide from,
 // never sees one that died), an engine op if any of its tensors does.
 void hand_over_ops(std::vector<Deferred> &ops)
 {
     open_ops++;   // the recording's own ops are not the program's
+    // one hold of the collector's count for them all: each op's own (its
+    // recording's) nests inside it, and the free lists are put back once
+    GcHeld held;
     // An engine op lent no frames (AccumulateGrad's, which no forward op
     // made: its detach is what a parameter's .grad is) on memory an op
     // before it made: recorded under that op's frames, which the tensor it
     // made would have carried, had it lived until the hand-over.
-    std::unordered_map<uintptr_t, uint32_t> frames_of_memory;
+    FramesOfMemory frames_of_memory;
     for (Deferred &d : ops) {
         if (d.engine && d.forward != 0) {
             for (uintptr_t storage : d.made)
-                frames_of_memory[storage] = d.forward;
+                frames_of_memory.note(storage, d.forward);
         } else if (d.engine) {
             for (uintptr_t storage : d.made) {
-                auto it = frames_of_memory.find(storage);
-                if (it != frames_of_memory.end()) {
-                    d.forward = it->second;
+                if (uint32_t frames = frames_of_memory.of(storage)) {
+                    d.forward = frames;
                     break;
                 }
             }
