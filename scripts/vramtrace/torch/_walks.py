@@ -370,11 +370,10 @@ class _Walks:
         """The tensors a mark walks from, with their reference counts, and
         the stale storages kept by C++ alone, by key.
 
-        A storage not used since the previous mark is stale; one that went
-        unused this long before and was used again (a batch reused every k
-        steps) rests and is left out until it stays unused longer than it
-        ever did: the checker flags none of those, and a walk would only
-        find the same holder again. At a snapshot every stale one counts.
+        A storage not used since the previous mark is stale; a resting one
+        (a batch reused every k steps: stale_storages in
+        native/trackfast/storages.c says when) is left out of the walk. At a
+        snapshot every stale one counts.
         A stale storage that outlived every tensor the program had on it
         (each one's death was seen, the storage's was not) is kept by C++,
         most often an autograd node's saved tensor, whose Python object is
@@ -393,22 +392,23 @@ class _Walks:
         kept: Dict[int, _StorageRec] = {}
         saved_only = self._saved_only
         getrefcount = sys.getrefcount
-        host_later = self._fast.device_seen and not final
-        # every storage's epochs brought up to date in C (stale_storages,
-        # native/trackfast/storages.c), the stale ones returned
-        for srec in self._fast.stale_storages(threshold):
-            if host_later and srec.device < 0:
-                self.host_deferred += 1
-                continue
-            last = srec.last_epoch
+        # every storage's epochs brought up to date in C, the stale ones
+        # returned, those resting and the host ones left out there
+        # (stale_storages, native/trackfast/storages.c)
+        looked, resting, resting_uncounted, host = self._fast.stale_storages(
+            threshold, final, self._fast.device_seen and not final)
+        self.host_deferred += host
+        self.resting_skipped += resting_uncounted + len(resting)
+        for srec in resting:   # kept by C++ alone, resting or not
+            tids = srec.tids
+            if not tids or saved_only.get(srec.skey) in tids:
+                kept[srec.skey] = srec
+        for srec in looked:
             tids = srec.tids
             if srec.nbytes and (not tids or (len(tids) == 1 and
                                              saved_only.get(srec.skey) in tids)):
                 kept[srec.skey] = srec
-            if not final and threshold - last <= srec.rest:
-                self.resting_skipped += 1
-                continue
-            for rec in srec.tids:
+            for rec in tids:
                 t = rec.ref() if rec.ref is not None and rec.tid else None
                 if t is not None:
                     starts[("t", rec.tid)] = t

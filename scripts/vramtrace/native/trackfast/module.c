@@ -216,14 +216,15 @@ static PyObject *dispatcher_storages_to_check(Dispatcher *d, PyObject *unused)
     return storages_to_check(d);
 }
 
-static PyObject *dispatcher_stale_storages(Dispatcher *d, PyObject *arg)
+static PyObject *dispatcher_stale_storages(Dispatcher *d, PyObject *args)
 {
-    long long threshold = PyLong_AsLongLong(arg);
-    if (threshold == -1 && PyErr_Occurred())
+    long long threshold;
+    int final, host_later;
+    if (!PyArg_ParseTuple(args, "Lpp", &threshold, &final, &host_later))
         return NULL;
     if (d->tracker == NULL)
-        return PyList_New(0);
-    return stale_storages(d, threshold);
+        return Py_BuildValue("([][]ii)", 0, 0);
+    return stale_storages(d, threshold, final, host_later);
 }
 
 static PyObject *dispatcher_shared_storages(Dispatcher *d, PyObject *unused)
@@ -647,9 +648,11 @@ static PyMethodDef dispatcher_methods[] = {
      "end_storage(srec, stack): a storage is gone"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
-    {"stale_storages", (PyCFunction)dispatcher_stale_storages, METH_O,
-     "stale_storages(threshold) -> the storages not used since that mark, every "
-     "storage's epochs brought up to date (storages.c)"},
+    {"stale_storages", (PyCFunction)dispatcher_stale_storages, METH_VARARGS,
+     "stale_storages(threshold, final, host_later) -> (looked, resting, resting_uncounted, "
+     "host): of the storages not used since that mark, those a walk may start from, "
+     "those resting that C++ alone may keep, and how many resting and host ones were "
+     "left out (storages.c), every storage's epochs brought up to date"},
     {"shared_storages", (PyCFunction)dispatcher_shared_storages, METH_NOARGS,
      "shared_storages() -> the storages more than one tracked tensor is on"},
     {"trace_window", (PyCFunction)dispatcher_trace_window, METH_NOARGS,

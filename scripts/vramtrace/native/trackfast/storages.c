@@ -407,21 +407,53 @@ long long storage_rest(StorageRec *s)
 /* A mark's pass over every storage for its walk (Walks._stale_starts,
  * which decides about the few this returns): each storage's epochs brought
  * up to date (a use since the previous mark: the marks it rested before
- * it, the most it ever did, in ``rest``), and those not used since mark
- * ``threshold`` returned, in the books' order. A new list. */
-PyObject *stale_storages(Dispatcher *d, long long threshold)
+ * it, the most it ever did, in ``rest``), and of those not used since mark
+ * ``threshold``, in the books' order:
+ *   looked: the ones a walk may start from;
+ *   resting: (not ``final``) one that went unused this long before and was
+ *     used again (a batch reused every k steps) rests, and is left out of
+ *     the walk until it stays unused longer than it ever did: the checker
+ *     flags none of those, and a walk would only find the same holder
+ *     again. Returned only where the tracker may still count it kept by C++
+ *     (some bytes, a tensor at most on it), else only counted;
+ *   host: with ``host_later``, the host storages left to the snapshot's walk
+ *     (counted, not returned).
+ * (looked, resting, resting_uncounted, host): two new lists and two counts. */
+PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host_later)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
-    PyObject *out = storages ? PyList_New(0) : NULL, *srec;
+    PyObject *looked = storages ? PyList_New(0) : NULL;
+    PyObject *resting = looked ? PyList_New(0) : NULL, *srec, *out = NULL;
+    long long rested = 0, host = 0;
     Py_ssize_t pos = 0;
     int more;
-    while (out != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
-        StorageRec *s = more > 0 ? SREC(srec) : NULL;
-        if (s != NULL)
-            storage_rest(s);
-        if (s == NULL || (s->last_epoch < threshold && PyList_Append(out, srec) < 0))
-            Py_CLEAR(out);
+    while (resting != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
+        if (more < 0)
+            goto out;
+        StorageRec *s = SREC(srec);
+        long long rest = storage_rest(s);
+        if (s->last_epoch >= threshold)
+            continue;
+        if (host_later && s->device < 0) {
+            host++;
+            continue;
+        }
+        PyObject *to = looked;
+        if (!final && threshold - s->last_epoch <= rest) {
+            if (!(s->nbytes && PySet_GET_SIZE(s->tids) <= 1)) {
+                rested++;
+                continue;
+            }
+            to = resting;
+        }
+        if (PyList_Append(to, srec) < 0)
+            goto out;
     }
+    if (resting != NULL)
+        out = Py_BuildValue("(OOLL)", looked, resting, rested, host);
+out:
+    Py_XDECREF(looked);
+    Py_XDECREF(resting);
     Py_XDECREF(storages);
     return out;
 }

@@ -275,7 +275,7 @@ int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int orphaned(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 PyObject *storages_to_check(Dispatcher *d);
-PyObject *stale_storages(Dispatcher *d, long long threshold);
+PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host_later);
 PyObject *shared_storages(Dispatcher *d);
 int settle(Dispatcher *d, int all);
 
