@@ -49,6 +49,12 @@ struct HeldArgs {
     c10::SmallVector<HeldTensor, 4> tensors;
 };
 
+// An op's arguments brought back (revived below), and the (StorageImpl*,
+// data pointer) pairs of its dead inputs' live storages: inline for the
+// few an op has (a heap block each cost every op handed over).
+using IValues = c10::SmallVector<c10::IValue, 6>;
+using StorageUses = c10::SmallVector<uint64_t, 8>;
+
 // Whether ``v`` is an argument the recording reads as a list of tensors: a
 // Tensor[] or Tensor?[] (a list whose first item is a tensor or None).
 inline bool is_tensor_list(const c10::IValue &v)
@@ -94,11 +100,11 @@ inline void hold_weakly(c10::ArrayRef<c10::IValue> values, HeldArgs &held, bool 
 // ``storage_uses`` is given, a dead tensor whose storage (held with it) is
 // alive adds that storage to it: its StorageImpl and data pointer, read as
 // StorageImpl::data() reads it (a copy-on-write storage left as it is).
-inline std::vector<c10::IValue> revived(HeldArgs &held, size_t &alive, size_t &dead,
-                                 std::vector<uint64_t> *storage_uses = nullptr)
+inline IValues revived(HeldArgs &held, size_t &alive, size_t &dead,
+                       StorageUses *storage_uses = nullptr)
 {
     alive = dead = 0;
-    std::vector<c10::IValue> out;
+    IValues out;
     out.reserve(held.args.size());
     size_t next = 0;   // the next of held.tensors
     auto lock = [&]() -> at::Tensor {

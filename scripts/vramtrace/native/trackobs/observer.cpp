@@ -461,7 +461,7 @@ vt__tensor_facts facts_of(const at::Tensor &t)
 // The Python objects the recording is given, and the facts of their tensors
 // (nullptr: none wanted), in the order it meets them.
 struct Wrapper {
-    std::vector<vt__tensor_facts> *facts;
+    c10::SmallVectorImpl<vt__tensor_facts> *facts;
 
     // A tensor as the mode is given it: None for an undefined one and for a
     // Python number the binding wrapped into a 0-dim tensor (the mode gets
@@ -533,9 +533,9 @@ struct Wrapper {
 // storages (revived() below): bytes of (StorageImpl*, data pointer) pairs.
 void call_recording(PyObject *func, c10::ArrayRef<c10::IValue> inputs,
                     c10::ArrayRef<c10::IValue> outputs, bool engine, uint32_t forward,
-                    int64_t seq, const std::vector<uint64_t> &storage_uses)
+                    int64_t seq, c10::ArrayRef<uint64_t> storage_uses)
 {
-    std::vector<vt__tensor_facts> facts;
+    c10::SmallVector<vt__tensor_facts, 8> facts;   // inline: an op has a few tensors
     PyObject *to = engine ? on_other : on_owner;
     if (to != nullptr && active.load(std::memory_order_relaxed)) {
         GcHeld held;
@@ -609,8 +609,8 @@ PyObjNow pyobj_now(const Slot &, ...)
 // tensor a Python object and runs the recording's whole op path. False:
 // not done (an input the books do not know, a first sight, or no
 // engine_uses): hand the op over whole.
-bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
-                        std::vector<uint64_t> &storage_uses)
+bool record_engine_uses(const Deferred &d, c10::ArrayRef<c10::IValue> in,
+                        StorageUses &storage_uses)
 {
     if (engine_uses == nullptr)
         return false;
@@ -619,7 +619,7 @@ bool record_engine_uses(const Deferred &d, const std::vector<c10::IValue> &in,
     size_t n = 0;
     // the storages of live inputs without a Python object join the dead
     // inputs' (taken off again where the op goes the whole way)
-    std::vector<uint64_t> &pairs = storage_uses;
+    StorageUses &pairs = storage_uses;
     const size_t dead_pairs = pairs.size();
     auto whole = [&] {
         pairs.resize(dead_pairs);
@@ -725,10 +725,10 @@ void hand_over_ops(std::vector<Deferred> &ops)
             }
         }
         size_t ins_alive, ins_dead, outs_alive, outs_dead;
-        std::vector<uint64_t> storage_uses;
-        std::vector<c10::IValue> in =
+        StorageUses storage_uses;
+        IValues in =
             revived(d.inputs, ins_alive, ins_dead, d.engine ? &storage_uses : nullptr);
-        std::vector<c10::IValue> out = revived(d.outputs, outs_alive, outs_dead);
+        IValues out = revived(d.outputs, outs_alive, outs_dead);
         bool go = d.all_or_none ? ins_dead + outs_dead == 0 && outs_alive > 0
                                 : ins_alive + outs_alive > 0 || !storage_uses.empty();
         if (go && active.load(std::memory_order_relaxed) &&
