@@ -324,11 +324,6 @@ bool decomposed_by_autograd(const c10::OperatorName &name)
         ._equalsBoxedAndUnboxed(op->lookup(c10::DispatchKeySet(K::CPU)));
 }
 
-// The Op for fn's operator, looked up (GIL taken) the first time it is seen.
-// Keyed by the address of its schema's name, which lives as long as the
-// operator's registration; a RecordFunction named by a string of its own (a
-// profiler scope, no operator) is never an op here, nor cached (its name's
-// memory is freed with it and reused).
 // Each thread's last answers from known_ops, by the name's address: an
 // entry there never changes, and the map's lock and hash cost every op
 // (a backward's ops take them on the engine thread).
@@ -344,6 +339,11 @@ SeenOp &seen_slot(const char *key)
     return seen_ops[(reinterpret_cast<uintptr_t>(key) >> 4) & (SEEN_OPS - 1)];
 }
 
+// The Op for fn's operator, looked up (GIL taken) the first time it is seen.
+// Keyed by the address of its schema's name, which lives as long as the
+// operator's registration; a RecordFunction named by a string of its own (a
+// profiler scope, no operator) is never an op here, nor cached (its name's
+// memory is freed with it and reused).
 Op lookup(const at::RecordFunction &fn)
 {
     const char *key = fn.name();
