@@ -139,13 +139,18 @@ static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
         rc = str_starts(TREC(rec)->name, "parameter");
         goto out;
     }
-    d->use(gr->tid, 0);   /* a use with no stack */
     StorageRec *gst;
     storages = book(d, BOOK_STORAGES);
     if (storages == NULL || storage_rec_of(storages, grec, &gst) < 0)
         goto out;
-    if (gst != NULL)
-        gst->last_epoch = epoch;
+    /* a use with no stack, where the step has not used it already (an
+     * optimizer step reads every grad: its use, with its line, stays the
+     * last one, and the mark writes no event for it) */
+    if (gst == NULL || gst->last_epoch < epoch) {
+        d->use(gr->tid, 0);
+        if (gst != NULL)
+            gst->last_epoch = epoch;
+    }
     if (str_starts(TREC(rec)->name, "parameter")) {
         rc = 1;   /* the parameter first: Python names both */
         goto out;
