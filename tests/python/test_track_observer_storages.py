@@ -196,6 +196,46 @@ def test_after_a_training_step_the_books_hold_only_what_lives(real_lib, observer
     assert tr.errors == 0
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_grad_is_used_at_a_mark_only_where_its_step_did_not_use_it(real_lib, observer,
+                                                                   monkeypatch, device,
+                                                                   tmp_path):
+    """A parameter's .grad follows its parameter (grads.c, follow): at a
+    mark after a step that used the parameter, the grad is used too, with
+    no stack, unless the step used it already. A training step's optimizer
+    reads every grad, so its use (at the optimizer's line) stays the grad's
+    last before the mark, and the mark writes none; an evaluation step uses
+    the parameters only, and the mark after it uses the grad left on each."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device (the simulator is not loaded)")
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 16).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 16, device=device)
+    with vtt.track(walk_fraction=None) as tr:
+        for k in range(2):
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            vtt.mark(f"train {k}")
+        grad = tr._by_obj[id(model.weight.grad)].tid
+        with torch.no_grad():
+            model(x)
+        vtt.mark("eval 0")
+    assert tr.errors == 0
+    snap = str(tmp_path / "grads.vtsnap")
+    vramtrace.snapshot(snap)
+    events = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
+                                       capture_output=True, text=True).stdout)["events"]
+    begin = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == "train 0")
+    seen = [e["str"] if e["kind"] == "MARK" else ("use" if e["stack"] else "use, no stack")
+            for e in events[begin + 1:]
+            if e["kind"] == "MARK" or (e["kind"] == "TENSOR_USE" and e["aux"] == grad)]
+    assert seen[:seen.index("eval 0") + 1] == ["use", "train 1", "use, no stack", "eval 0"], seen
+
+
 def test_a_deep_forwards_saved_results_are_each_asked_again_in_turn(real_lib, observer,
                                                                      monkeypatch):
     """A deep forward leaves a saved result per layer held by the graph;
