@@ -31,6 +31,13 @@ from vramtrace import _trackobs  # noqa: E402
 from test_pyframes import python_frames  # noqa: E402
 
 
+def snapshot_json(path: str) -> dict:
+    """A snapshot written to ``path`` now, as `vramtrace json --events` reads it."""
+    vramtrace.snapshot(path)
+    return json.loads(subprocess.run([vt_cli(), "json", path, "--events"], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
 def test_a_storage_held_past_its_last_tensor_is_released_at_the_next_op(real_lib, observer,
                                                                         monkeypatch):
     """settle() (native/trackfast/storages.c): a storage whose last tensor
@@ -117,9 +124,7 @@ def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
         assert tr._fast.uses_only_ops >= 3, "the backward ops went through Python whole"
     assert tr.errors == 0
     snap = str(tmp_path / "saved.vtsnap")
-    vramtrace.snapshot(snap)
-    events = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
-                                       capture_output=True, text=True).stdout)["events"]
+    events = snapshot_json(snap)["events"]
     start = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == before)
     seen = [e["str"].split()[1] if e["kind"] == "MARK" else "use" for e in events[start + 1:]
             if e["kind"] == "MARK" or (e["kind"] == "TENSOR_USE" and e["aux"] == tid)]
@@ -226,9 +231,7 @@ def test_a_grad_is_used_at_a_mark_only_where_its_step_did_not_use_it(real_lib, o
         vtt.mark("eval 0")
     assert tr.errors == 0
     snap = str(tmp_path / "grads.vtsnap")
-    vramtrace.snapshot(snap)
-    events = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
-                                       capture_output=True, text=True).stdout)["events"]
+    events = snapshot_json(snap)["events"]
     begin = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == "train 0")
     seen = [e["str"] if e["kind"] == "MARK" else ("use" if e["stack"] else "use, no stack")
             for e in events[begin + 1:]
@@ -520,9 +523,7 @@ def test_an_op_giving_a_tensor_other_memory_is_recorded_at_the_programs_line(
         assert tr._by_obj[id(t)].skey == src.untyped_storage()._cdata
     assert tr.errors == 0
     snap = str(tmp_path / "moved.vtsnap")
-    vramtrace.snapshot(snap)
-    sj = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
-                                   capture_output=True, text=True).stdout)
+    sj = snapshot_json(snap)
     # this test's events: the suite's earlier ones share the ring and addresses
     events = sj["events"]
     marked = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == label)
@@ -583,9 +584,7 @@ def test_the_memory_of_twins_is_freed_once_when_the_last_of_them_goes(real_lib, 
         vtt.mark("y gone")
     assert tr.errors == 0
     snap = str(tmp_path / "twins.vtsnap")
-    vramtrace.snapshot(snap)
-    events = json.loads(subprocess.run([vt_cli(), "json", snap, "--events"], check=True,
-                                       capture_output=True, text=True).stdout)["events"]
+    events = snapshot_json(snap)["events"]
     opened = max(i for i, e in enumerate(events)
                  if e["kind"] == "STORAGE_EXTERNAL" and int(e["addr"], 16) == ptr)
     after = [e["str"] if e["kind"] == "MARK" else e["kind"] for e in events[opened:]
