@@ -4,6 +4,7 @@ through referrers, autograd hooks and graph edges.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import time
@@ -395,20 +396,17 @@ class _Walks:
         # every storage's epochs brought up to date in C, the stale ones
         # returned, those resting and the host ones left out there
         # (stale_storages, native/trackfast/storages.c)
-        looked, resting, resting_uncounted, host = self._fast.stale_storages(
+        looked, resting, host = self._fast.stale_storages(
             threshold, final, self._fast.device_seen and not final)
         self.host_deferred += host
-        self.resting_skipped += resting_uncounted + len(resting)
-        for srec in resting:   # kept by C++ alone, resting or not
-            tids = srec.tids
-            if not tids or saved_only.get(srec.skey) in tids:
-                kept[srec.skey] = srec
-        for srec in looked:
+        self.resting_skipped += len(resting)
+        for srec in itertools.chain(resting, looked):   # kept by C++ alone, resting or not
             tids = srec.tids
             if srec.nbytes and (not tids or (len(tids) == 1 and
                                              saved_only.get(srec.skey) in tids)):
                 kept[srec.skey] = srec
-            for rec in tids:
+        for srec in looked:
+            for rec in srec.tids:
                 t = rec.ref() if rec.ref is not None and rec.tid else None
                 if t is not None:
                     starts[("t", rec.tid)] = t

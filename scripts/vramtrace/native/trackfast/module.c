@@ -223,7 +223,7 @@ static PyObject *dispatcher_stale_storages(Dispatcher *d, PyObject *args)
     if (!PyArg_ParseTuple(args, "Lpp", &threshold, &final, &host_later))
         return NULL;
     if (d->tracker == NULL)
-        return Py_BuildValue("([][]ii)", 0, 0);
+        return Py_BuildValue("([][]i)", 0);
     return stale_storages(d, threshold, final, host_later);
 }
 
@@ -649,10 +649,10 @@ static PyMethodDef dispatcher_methods[] = {
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages Tracker._check_storage must look at (gone, or on other memory)"},
     {"stale_storages", (PyCFunction)dispatcher_stale_storages, METH_VARARGS,
-     "stale_storages(threshold, final, host_later) -> (looked, resting, resting_uncounted, "
-     "host): of the storages not used since that mark, those a walk may start from, "
-     "those resting that C++ alone may keep, and how many resting and host ones were "
-     "left out (storages.c), every storage's epochs brought up to date"},
+     "stale_storages(threshold, final, host_later) -> (looked, resting, host): of the "
+     "storages not used since that mark, those a walk may start from, those resting, and "
+     "how many host ones were left out (storages.c), every storage's epochs brought up to "
+     "date"},
     {"shared_storages", (PyCFunction)dispatcher_shared_storages, METH_NOARGS,
      "shared_storages() -> the storages more than one tracked tensor is on"},
     {"trace_window", (PyCFunction)dispatcher_trace_window, METH_NOARGS,

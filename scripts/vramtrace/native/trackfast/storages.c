@@ -414,17 +414,16 @@ long long storage_rest(StorageRec *s)
  *     used again (a batch reused every k steps) rests, and is left out of
  *     the walk until it stays unused longer than it ever did: the checker
  *     flags none of those, and a walk would only find the same holder
- *     again. Returned only where the tracker may still count it kept by C++
- *     (some bytes, a tensor at most on it), else only counted;
+ *     again (the tracker still asks whether C++ alone keeps it);
  *   host: with ``host_later``, the host storages left to the snapshot's walk
  *     (counted, not returned).
- * (looked, resting, resting_uncounted, host): two new lists and two counts. */
+ * (looked, resting, host): two new lists and a count. */
 PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host_later)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
     PyObject *looked = storages ? PyList_New(0) : NULL;
     PyObject *resting = looked ? PyList_New(0) : NULL, *srec, *out = NULL;
-    long long rested = 0, host = 0;
+    long long host = 0;
     Py_ssize_t pos = 0;
     int more;
     while (resting != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
@@ -438,19 +437,12 @@ PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host
             host++;
             continue;
         }
-        PyObject *to = looked;
-        if (!final && threshold - s->last_epoch <= rest) {
-            if (!(s->nbytes && PySet_GET_SIZE(s->tids) <= 1)) {
-                rested++;
-                continue;
-            }
-            to = resting;
-        }
-        if (PyList_Append(to, srec) < 0)
+        int rests = !final && threshold - s->last_epoch <= rest;
+        if (PyList_Append(rests ? resting : looked, srec) < 0)
             goto out;
     }
     if (resting != NULL)
-        out = Py_BuildValue("(OOLL)", looked, resting, rested, host);
+        out = Py_BuildValue("(OOL)", looked, resting, host);
 out:
     Py_XDECREF(looked);
     Py_XDECREF(resting);
