@@ -132,6 +132,35 @@ def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
     del y, loss
 
 
+@pytest.mark.parametrize("depth", [4, 120])
+def test_each_grad_of_a_backward_is_named_by_the_forward_line_that_made_its_memory(
+        real_lib, observer, monkeypatch, depth):
+    """On the device a parameter's .grad is AccumulateGrad's detach of the
+    memory a backward op made; AccumulateGrad's node was made by no forward
+    op, so the grad is recorded under the frames lent to the op that made
+    that memory (observer.cpp, hand_over_ops' FramesOfMemory): every grad
+    named by the user's forward line. A model of 120 layers makes some 360
+    storages in its backward, past the list's 256, where a map holds them."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (the simulator is not loaded): backward runs on "
+                    "an engine thread only on a device")
+    monkeypatch.delenv(_trackobs.ENV_SWITCH, raising=False)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(depth)]).cuda()
+    x = torch.randn(2, 8, device="cuda")
+    with vtt.track(walk_fraction=None) as tr:
+        assert tr.ops_seen_by == "observer"
+        loss = model(x).square().mean()
+        line = sys._getframe().f_lineno - 1
+        loss.backward()
+        tr._fast.flush()
+        names = [tr._by_obj[id(p.grad)].name for p in model.parameters()]
+    assert tr.errors == 0
+    site = f"loss = model(x).square().mean() (test_track_observer_storages.py:{line}, backward: "
+    assert len(names) == 2 * depth and all(n.startswith(site) for n in names), \
+        [n for n in names if not n.startswith(site)][:3]
+
+
 def test_a_backward_op_reading_a_tensor_the_books_never_saw_tracks_it_as_a_first_sight(
         real_lib, observer, monkeypatch):
     """A custom Function's backward reads a tensor the forward never showed
