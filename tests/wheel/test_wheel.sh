@@ -37,7 +37,8 @@ listing=$(python3 -m zipfile -l "$wheel")
 for f in vramtrace/libvramtrace.so vramtrace/_bin/vramtrace vramtrace/__init__.py \
          vramtrace/__main__.py vramtrace/torch/__init__.py vramtrace/torch/_tracker.py vramtrace/_trackobs.py \
          vramtrace/native/trackobs/observer.cpp vramtrace/native/trackobs/tensor_facts.h \
-         vramtrace/native/trackobs/held_args.h \
+         vramtrace/native/trackobs/held_args.h vramtrace/native/trackobs/frames_of_memory.h \
+         vramtrace/native/trackobs/storage_reads.h \
          vramtrace/native/pool_observer.cpp vramtrace/_boot/sitecustomize.py \
          vramtrace/_autorun.py vramtrace/_pool_observer.py vramtrace/_native_build.py; do
     grep -q " *$f " <<<"$listing" || grep -q "^$f " <<<"$listing" || fail "wheel lacks $f"

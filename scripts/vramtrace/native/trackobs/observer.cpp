@@ -39,8 +39,8 @@
 // torch's. A plain library with a C interface, loaded with ctypes.PyDLL (its
 // calls hold the GIL): no pybind11, whose headers would triple the build.
 // Exported: trackobs_install, trackobs_join, trackobs_uninstall, trackobs_drain,
-// trackobs_make_weak, trackobs_storage_now, trackobs_storage_key and
-// trackobs_storage_use_count.
+// and the storage reads of storage_reads.h (trackobs_make_weak,
+// trackobs_storage_now, trackobs_storage_key, trackobs_storage_use_count).
 #include <Python.h>
 
 #include <ATen/SequenceNumber.h>
@@ -66,7 +66,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "frames_of_memory.h"
 #include "held_args.h"
+#include "storage_reads.h"
 #include "tensor_facts.h"
 
 // torch/csrc/autograd/python_variable.h (libtorch_python), declared here:
@@ -662,42 +664,6 @@ bool record_engine_uses(const Deferred &d, c10::ArrayRef<c10::IValue> in,
     return true;
 }
 
-// The frames each storage's latest maker was lent (hand_over_ops): the
-// few dozen of a backward in a list scanned from the newest (a map cost a
-// heap block per entry, a microsecond and a half a step of a small
-// model), a long backward's in a map once the list passes LIST_MAX.
-class FramesOfMemory {
-public:
-    void note(uintptr_t storage, uint32_t frames)
-    {
-        if (!map_.empty() || list_.size() >= LIST_MAX) {
-            for (const auto &made : list_)
-                map_[made.first] = made.second;
-            list_.clear();
-            map_[storage] = frames;
-            return;
-        }
-        list_.emplace_back(storage, frames);
-    }
-    // 0: none noted
-    uint32_t of(uintptr_t storage) const
-    {
-        if (!map_.empty()) {
-            auto it = map_.find(storage);
-            return it != map_.end() ? it->second : 0;
-        }
-        for (auto it = list_.rbegin(); it != list_.rend(); ++it)
-            if (it->first == storage)
-                return it->second;
-        return 0;
-    }
-
-private:
-    static constexpr size_t LIST_MAX = 256;
-    std::vector<std::pair<uintptr_t, uint32_t>> list_;
-    std::unordered_map<uintptr_t, uint32_t> map_;
-};
-
 // Ops held back, handed over now, in order, with the GIL held: an alias
 // only if all its tensors live (as the mode, which such calls hide from,
 // never sees one that died), an engine op if any of its tensors does.
@@ -991,84 +957,6 @@ __attribute__((visibility("default"))) void trackobs_drain(void)
         return;
     hand_over_mine();
     hand_over_held();
-}
-
-// trackobs_make_weak(storage): a weak handle on a StorageImpl whose tensor
-// the recording holds, as UntypedStorage._weak_ref() makes it
-// (tensor_facts.h): its weak count taken, its address returned.
-__attribute__((visibility("default"))) uint64_t trackobs_make_weak(uint64_t storage)
-{
-    if (storage == 0)
-        return 0;
-    return reinterpret_cast<uintptr_t>(
-        c10::raw::intrusive_ptr::make_weak(reinterpret_cast<c10::StorageImpl *>(storage)));
-}
-
-// trackobs_storage_key(impl, out): the StorageImpl of the tensor whose
-// TensorImpl is `impl`, as torch._C._storage_id reads it
-// (storage().unsafeGetStorageImpl()): a mark asks it of every live tracked
-// tensor (one moved by `.data =` shows no op), and _storage_id's Python
-// call was 110 ns each, 0.34 ms a mark at 3,000 kept tensors. 1: out[0] =
-// it; -1: no storage, or one that throws when read (a wrapper subclass's):
-// the caller asks Python, which says so its own way.
-__attribute__((visibility("default"))) int trackobs_storage_key(uint64_t impl, uint64_t *out)
-{
-    auto *t = reinterpret_cast<c10::TensorImpl *>(impl);
-    if (t == nullptr)
-        return -1;
-    try {
-        if (!t->has_storage())
-            return -1;
-        out[0] = reinterpret_cast<uintptr_t>(t->storage().unsafeGetStorageImpl());
-        return 1;
-    } catch (...) {
-        return -1;
-    }
-}
-
-// trackobs_storage_use_count(handle): the strong count of the StorageImpl
-// behind weak handle `handle` (0 once it is gone), as
-// torch._C._storage_Use_Count reads it (c10::raw::weak_intrusive_ptr::
-// use_count): a storage left without tracked tensors is asked whether
-// anything else still holds it at every such death, and a Python call each
-// time was a good part of what a tensor's death cost. The handle stays the
-// caller's.
-__attribute__((visibility("default"))) uint64_t trackobs_storage_use_count(uint64_t handle)
-{
-    if (handle == 0)
-        return 0;
-    return c10::raw::weak_intrusive_ptr::use_count(reinterpret_cast<c10::StorageImpl *>(handle));
-}
-
-// trackobs_storage_now(handle, out): where the storage behind weak handle
-// `handle` (trackobs_make_weak's or UntypedStorage._weak_ref()'s) is now,
-// read as StorageImpl::data(), which leaves a copy-on-write storage as it is:
-// UntypedStorage.data_ptr(), what Python could ask instead, materializes it
-// (a copy the program never made). 1: alive, out = {data, nbytes}; 0: gone;
-// -1: it cannot be read here (a fake or symbolic storage): ask Python.
-// Locking the weak handle for the read is what _new_with_weak_ptr does; the
-// handle stays the caller's.
-__attribute__((visibility("default"))) int trackobs_storage_now(uint64_t handle, uint64_t *out)
-{
-    if (handle == 0)
-        return 0;
-    auto weak = c10::weak_intrusive_ptr<c10::StorageImpl>::reclaim(
-        reinterpret_cast<c10::StorageImpl *>(handle));
-    int alive = -1;
-    try {
-        c10::intrusive_ptr<c10::StorageImpl> s = weak.lock();
-        if (!s) {
-            alive = 0;
-        } else {
-            out[0] = reinterpret_cast<uintptr_t>(s->data());
-            out[1] = static_cast<uint64_t>(s->nbytes());
-            alive = 1;
-        }
-    } catch (...) {
-        alive = -1;
-    }
-    (void)weak.release();
-    return alive;
 }
 
 }  // extern "C"
