@@ -41,8 +41,10 @@ def run(cmd, env=None) -> str:
     return p.stdout
 
 
-def snapshot_json(snap: str) -> dict:
-    return json.loads(run([vt_cli(), "json", snap]))
+def snapshot_json(snap: str, events: bool = False) -> dict:
+    """Snapshot file ``snap`` as `vramtrace json` reads it (``events``: with
+    its events, `--events`)."""
+    return json.loads(run([vt_cli(), "json", snap] + (["--events"] if events else [])))
 
 
 def python_frames(sj: dict, stack: int):

@@ -15,6 +15,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 from conftest import run_traced, vt_check, vt_cli  # noqa: E402
+from test_pyframes import snapshot_json  # noqa: E402
 
 torch = pytest.importorskip("torch")
 import vramtrace  # noqa: E402
@@ -262,8 +263,6 @@ def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path,
     none of the library's ctypes wrappers: its MARK too is recorded in C
     once the extension is loaded (Library.use_text_call), its label as
     ctypes would have encoded it (a lone surrogate replaced)."""
-    import json
-    import subprocess
     snap = str(tmp_path / "pause.vtsnap")
     with vtt.track() as tr:
         x = torch.ones(4, 4) @ torch.ones(4, 4)   # the process records events of its own
@@ -286,9 +285,7 @@ def test_a_marks_window_and_pause_are_the_librarys_read_in_c(real_lib, tmp_path,
         assert window_reads and through_ctypes == [], (window_reads, through_ctypes)
         vramtrace.snapshot(snap)
         del x
-    out = subprocess.run([vt_cli(), "json", "--events", snap], capture_output=True, text=True,
-                         check=True).stdout
-    events = json.loads(out)["events"]
+    events = snapshot_json(snap, events=True)["events"]
     marks = [e["str"] for e in events if e["kind"] == "MARK"]
     assert marks[-2:] == ["step 1", "caf\u00e9 ?"], marks[-3:]   # as _lib._enc encodes it
     pauses = [e["aux"] for e in events if e["kind"] == "PAUSE"]

@@ -16,26 +16,15 @@ test_track_observer_ops.py."""
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
 import sys
 
 import pytest
-
-from conftest import vt_cli
 
 torch = pytest.importorskip("torch")
 import vramtrace  # noqa: E402
 import vramtrace.torch as vtt  # noqa: E402
 from vramtrace import _trackobs  # noqa: E402
-from test_pyframes import python_frames  # noqa: E402
-
-
-def snapshot_json(path: str) -> dict:
-    """A snapshot written to ``path`` now, as `vramtrace json --events` reads it."""
-    vramtrace.snapshot(path)
-    return json.loads(subprocess.run([vt_cli(), "json", path, "--events"], check=True,
-                                     capture_output=True, text=True).stdout)
+from test_pyframes import python_frames, snapshot_json  # noqa: E402
 
 
 def test_a_storage_held_past_its_last_tensor_is_released_at_the_next_op(real_lib, observer,
@@ -124,7 +113,8 @@ def test_each_backward_that_reads_a_saved_result_is_a_use_of_its_storage(
         assert tr._fast.uses_only_ops >= 3, "the backward ops went through Python whole"
     assert tr.errors == 0
     snap = str(tmp_path / "saved.vtsnap")
-    events = snapshot_json(snap)["events"]
+    vramtrace.snapshot(snap)
+    events = snapshot_json(snap, events=True)["events"]
     start = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == before)
     seen = [e["str"].split()[1] if e["kind"] == "MARK" else "use" for e in events[start + 1:]
             if e["kind"] == "MARK" or (e["kind"] == "TENSOR_USE" and e["aux"] == tid)]
@@ -260,7 +250,8 @@ def test_a_grad_is_used_at_a_mark_only_where_its_step_did_not_use_it(real_lib, o
         vtt.mark("eval 0")
     assert tr.errors == 0
     snap = str(tmp_path / "grads.vtsnap")
-    events = snapshot_json(snap)["events"]
+    vramtrace.snapshot(snap)
+    events = snapshot_json(snap, events=True)["events"]
     begin = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == "train 0")
     seen = [e["str"] if e["kind"] == "MARK" else ("use" if e["stack"] else "use, no stack")
             for e in events[begin + 1:]
@@ -552,7 +543,8 @@ def test_an_op_giving_a_tensor_other_memory_is_recorded_at_the_programs_line(
         assert tr._by_obj[id(t)].skey == src.untyped_storage()._cdata
     assert tr.errors == 0
     snap = str(tmp_path / "moved.vtsnap")
-    sj = snapshot_json(snap)
+    vramtrace.snapshot(snap)
+    sj = snapshot_json(snap, events=True)
     # this test's events: the suite's earlier ones share the ring and addresses
     events = sj["events"]
     marked = max(i for i, e in enumerate(events) if e["kind"] == "MARK" and e["str"] == label)
@@ -613,7 +605,8 @@ def test_the_memory_of_twins_is_freed_once_when_the_last_of_them_goes(real_lib, 
         vtt.mark("y gone")
     assert tr.errors == 0
     snap = str(tmp_path / "twins.vtsnap")
-    events = snapshot_json(snap)["events"]
+    vramtrace.snapshot(snap)
+    events = snapshot_json(snap, events=True)["events"]
     opened = max(i for i, e in enumerate(events)
                  if e["kind"] == "STORAGE_EXTERNAL" and int(e["addr"], 16) == ptr)
     after = [e["str"] if e["kind"] == "MARK" else e["kind"] for e in events[opened:]
