@@ -26,7 +26,7 @@ from typing import Dict, Tuple
 import pytest
 
 from observed_helpers import CLI, HERE, LOGITS_LINE, SCRIPT, SIMRUN, snapshot_json, train
-from procs import pytorch_ipc_child_exit_crash, pytorch_ipc_exit_crash, run
+from procs import pytorch_exit_abort, pytorch_ipc_child_exit_crash, pytorch_ipc_exit_crash, run
 
 
 def _traced_twins(tmp_path, prog_name: str, marker: str, said: str, times: int,
@@ -41,7 +41,10 @@ def _traced_twins(tmp_path, prog_name: str, marker: str, said: str, times: int,
     line = next(i for i, text in enumerate(open(prog), 1) if marker in text)
     rc, plain = run([SIMRUN, "--mem", "1G", "--", sys.executable, prog, "leak"])
     plain_said = [ln for ln in plain.splitlines() if ln.startswith(said)]
-    assert rc == 0 and len(plain_said) == times, plain[-3000:]
+    # the untraced baseline may die of PyTorch's own abort at exit after
+    # printing everything (procs.pytorch_exit_abort; CI, stop 82)
+    assert (rc == 0 or pytorch_exit_abort(rc, plain)) and len(plain_said) == times, \
+        f"exit {rc}:\n{plain[-3000:]}"
     got = {}
     for kind in ("leak", "fixed"):
         snap = str(tmp_path / f"{kind}.vtsnap")
