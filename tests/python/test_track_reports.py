@@ -15,7 +15,10 @@ one cause; the model's unused buffer and frozen head are its state, not
 findings), a causal mask cached per sequence length by an unbounded
 functools.lru_cache (held by the cache, named with the call's arguments),
 a few rows of each batch's output kept as slices (each keeps its whole
-batch's buffer: the report says what the slice covers). And one observer effect the walks must not have on such programs: a kept
+batch's buffer: the report says what the slice covers), an evaluation loss
+logged lazily with its graph to a logger whose handler buffers its records
+(held by the logging module's objects, named from the program's logger).
+And one observer effect the walks must not have on such programs: a kept
 graph's tensors saved through checkpointing's hooks are never unpacked. They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
 
@@ -52,6 +55,8 @@ REPORTS = {
     "kept_model_outputs": (["Program.history → list["], "linger"),
     "lru_cache_masks": (["Program.mask → lru_cache causal_mask's cache[("], "linger"),
     "kept_output_slices": (["Program.recons → list["], "linger"),
+    "logged_eval_loss": (["module logged_eval_loss.log → Logger.handlers → list[0] → "
+                          "MemoryHandler.buffer → list["], "linger"),
 }
 
 
