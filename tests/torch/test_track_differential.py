@@ -28,6 +28,8 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from procs import pytorch_exit_abort
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "diff_corpus.py")
 # the files whose programs it runs
@@ -129,7 +131,12 @@ def results(diff_dir) -> Dict[str, Dict[str, dict]]:
     got: Dict[str, Dict[str, dict]] = {}
     for path, (proc, out) in procs.items():
         text, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{path}: {text[-4000:]}"
+        # the untracked process may die of PyTorch's own abort at exit once
+        # it wrote its results (procs.pytorch_exit_abort: its last backward
+        # can be the device's, right before the exit)
+        excused = path == "untracked" and pytorch_exit_abort(proc.returncode, text) and \
+            os.path.exists(out)
+        assert proc.returncode == 0 or excused, f"{path}: exit {proc.returncode}\n{text[-4000:]}"
         with open(out) as f:
             got[path] = json.load(f)
     return got
