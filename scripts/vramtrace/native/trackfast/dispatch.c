@@ -224,34 +224,12 @@ static long long last_sequence_nr(void)
 static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs, PyObject *out,
                  const Observed *obs)
 {
-    PyObject *tracker = d->tracker;
     if (!d->recording)
         return 0;
 
-    PyObject *op_meta = book(d, BOOK_OP_META);
-    if (op_meta == NULL)
-        return -1;
-    PyObject *fkey = PyLong_FromVoidPtr(func);
-    PyObject *meta = fkey ? PyDict_GetItemWithError(op_meta, fkey) : NULL;
-    Py_XINCREF(meta);
-    Py_XDECREF(fkey);
-    Py_DECREF(op_meta);
-    if (meta == NULL) {
-        if (PyErr_Occurred())
-            return -1;
-        meta = call_method(tracker, s_meta_of, &func, 1);
-        if (meta == NULL)
-            return -1;
-    }
-    if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) < 2) {
-        Py_DECREF(meta);
-        PyErr_SetString(PyExc_TypeError, "Tracker._op_meta entry is not (view arg, reshaping, op)");
-        return -1;
-    }
-    long vi = PyLong_AsLong(PyTuple_GET_ITEM(meta, 0));
-    int reshaping = PyObject_IsTrue(PyTuple_GET_ITEM(meta, 1));
-    Py_DECREF(meta);
-    if (reshaping < 0 || (vi == -1 && PyErr_Occurred()))
+    long vi;
+    int reshaping;
+    if (op_meta(d, func, &vi, &reshaping) < 0)
         return -1;
     int backward = obs != NULL && obs->backward;
 
@@ -281,7 +259,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
      * ran) holds the sequence number just taken: the observer read it. A
      * backward op's nodes (double backward) are not the program's forward. */
     long long seq = !stack || backward ? -1 : obs != NULL ? obs->seq : last_sequence_nr();
-    if (seq >= 0) {
+    /* (an op that made no node has the number of the last one, noted already) */
+    if (seq >= 0 && seq != d->seq_noted) {
         PyObject *nodes = book(d, BOOK_NODE_STACKS);
         if (nodes == NULL)
             goto out;
@@ -299,6 +278,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         Py_DECREF(nodes);
         if (have < 0 || (have == 0 && lent_note(d, seq, stack) < 0))
             goto out;
+        d->seq_noted = seq;
     }
     epoch = d->epoch;
     by_obj = book(d, BOOK_BY_OBJ);

@@ -158,6 +158,9 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         return -1;
     }
+    if (d->op_cache == NULL && (d->op_cache = op_cache_new()) == NULL)
+        return -1;
+    d->seq_noted = -1;
     return 0;
 }
 
@@ -173,7 +176,7 @@ static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
     Py_VISIT(d->life_now);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
         Py_VISIT(d->containers[i]);
-    return 0;
+    return op_cache_traverse(d->op_cache, visit, arg);
 }
 
 static int dispatcher_clear(Dispatcher *d)
@@ -188,6 +191,7 @@ static int dispatcher_clear(Dispatcher *d)
     Py_CLEAR(d->life_now);
     for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
         Py_CLEAR(d->containers[i]);
+    op_cache_clear(d->op_cache);
     return 0;
 }
 
@@ -200,6 +204,7 @@ static void dispatcher_dealloc(Dispatcher *d)
             PyMem_Free(d->table[i]);
         PyMem_Free(d->table);
     }
+    PyMem_Free(d->op_cache);
     PyMem_Free(d->lent);   /* the op observer was uninstalled before: none reads it */
     Py_TYPE(d)->tp_free((PyObject *)d);
 }

@@ -605,33 +605,6 @@ static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf
     Py_RETURN_NONE;
 }
 
-/* Tracker._out_name(func, i, stack, forward): from its cache
- * (tracker._names, keyed by (id(func), i, stack), a backward op's output by
- * -1 - i), else made by the Python one. */
-PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
-                   int forward)
-{
-    PyObject *names = book(d, BOOK_NAMES);
-    if (names == NULL)
-        return NULL;
-    PyObject *fid = PyLong_FromVoidPtr(func);
-    PyObject *idx = PyLong_FromSsize_t(i);
-    PyObject *kidx = forward ? Py_XNewRef(idx) : PyLong_FromSsize_t(-1 - i);
-    PyObject *key = fid && idx && kidx ? PyTuple_Pack(3, fid, kidx, stack_obj) : NULL;
-    PyObject *name = key ? PyDict_GetItemWithError(names, key) : NULL;
-    Py_XINCREF(name);
-    if (name == NULL && !PyErr_Occurred() && key != NULL) {
-        PyObject *a[4] = {func, idx, stack_obj, forward ? Py_True : Py_False};
-        name = call_method(d->tracker, s_out_name, a, 4);
-    }
-    Py_DECREF(names);
-    Py_XDECREF(fid);
-    Py_XDECREF(idx);
-    Py_XDECREF(kidx);
-    Py_XDECREF(key);
-    return name;
-}
-
 /* Tracker._sweep's tensor half, as a filter: the recorded tensors, alive,
  * whose storage may not be the one their record names (set_ or .data =
  * outside any op the mode sees). torch._C._storage_id tells without making

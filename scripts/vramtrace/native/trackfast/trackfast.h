@@ -9,6 +9,7 @@
  *   records.c   the books' record types (TensorRec, StorageRec); a tensor's TENSOR_NEW
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
  *   lent.c      the frames to lend engine threads, readable without the GIL
+ *   op_cache.c  an op's meta and its outputs' names, in C in front of the books
  *   python.c    calls back into the Python Tracker
  *   gc_schedule.c  the tracker's own objects kept out of the collector's count
  *   grads.c     a parameter's .grad followed (used, named) at each mark
@@ -137,6 +138,8 @@ typedef struct {
     long long errors;        /* recordings that failed (Tracker.errors) */
     int lend;                /* the op observer reads the frames to lend (lent) */
     LentSlot *lent;          /* LENT_SLOTS of them */
+    long long seq_noted;     /* the autograd number last noted in node_stacks, -1: none */
+    struct OpCache *op_cache;   /* op_cache.c */
     uint64_t ops;            /* ops recorded (Tracker.ops) */
     uint64_t uses_only;      /* of them, backward ops recorded by engine_uses */
     double busy;             /* seconds spent recording here (Tracker._busy() adds) */
@@ -284,8 +287,6 @@ int settle(Dispatcher *d, int all);
  * own; record_as()) */
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
                 PyObject *stack_obj, PyObject *view_of, int defer, const uint64_t *said_base);
-PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
-                   int forward);
 PyObject *tensors_to_check(Dispatcher *d);
 
 /* The TensorImpl of Python tensor ``t`` as torch lays a THPVariable out
@@ -307,6 +308,15 @@ int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_obj);
 int drop(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 extern PyTypeObject DeathCallType;   /* a tracked tensor's weakref callback */
+
+/* op_cache.c */
+typedef struct OpCache OpCache;
+OpCache *op_cache_new(void);
+void op_cache_clear(OpCache *c);
+int op_cache_traverse(OpCache *c, visitproc visit, void *arg);
+int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *reshaping);
+PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
+                   int forward);
 
 /* lent.c */
 int lent_note(Dispatcher *d, long long seq, uint32_t stack);
