@@ -63,6 +63,29 @@ def test_a_backward_output_is_not_named_as_the_forward_one_of_the_same_op(fake):
         assert tr._out_name(mm, 0, 0, True) == forward
 
 
+def test_names_stay_each_lines_when_more_sites_than_the_slots_in_front_of_the_books(fake, tmp_path):
+    # An op's outputs' names come from C slots in front of the books' names
+    # (native/trackfast/op_cache.c, 1,024 of them, a slot taken by another
+    # key replaced): more sites than slots, each run twice, each output
+    # still named by its own line, the second time as the first.
+    sites = 1500
+    src = tmp_path / "many_sites.py"
+    src.write_text("def run(a, out):\n" + "".join(
+        f"    out.append(a + {k})\n" for k in range(sites)))
+    ns: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    a = torch.ones(2)
+    with vtt.track():
+        first, again = [], []
+        ns["run"](a, first)
+        ns["run"](a, again)
+    names = [e[5] for e in _new_by_name(fake, "aten.add out[0]")]
+    assert len(names) == 2 * sites, len(names)
+    for k in range(sites):
+        want = f"out.append(a + {k}) (many_sites.py:{k + 2}, aten.add out[0])"
+        assert names[k] == want and names[sites + k] == want, (k, names[k], names[sites + k])
+
+
 def test_a_backward_op_runs_under_its_forwards_frames_out_to_the_programs_line(real_lib):
     """The frames a backward op is lent (or, through the mode, run under):
     the forward's innermost 16, and further out through the program's own
