@@ -365,7 +365,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             }
             d->use(tid, stack);
         } else if (!PyErr_Occurred()) {
-            PyObject *name = out_name(d, func, i, stack_obj, !backward);
+            PyObject *name = out_name(d, func, i, stack, stack_obj, !backward);
             if (name == NULL)
                 goto loop_fail;
             rec = track(d, t, facts ? &facts[ins.n + i] : NULL, name, stack_obj, view_of, 1,

@@ -5,8 +5,8 @@
  * may give a tensor other memory) and each new output's name (the books'
  * names, Tracker._out_name, by op, output and stack). Asked of the dicts,
  * each answer costs its key's objects (a PyLong for the op; three and a
- * tuple for a name) and a lookup: a few hundred nanoseconds an op, paid
- * by the program on every op. Here they are slots by the op's identity
+ * tuple for a name) and a lookup, paid by the program on every op. Here
+ * they are slots by the op's identity
  * (direct-mapped: a slot taken by another key is replaced), holding the
  * op and the name, so that an identity is never reused while cached. The
  * dicts stay the truth: a miss asks them, and what they answer is the
@@ -120,19 +120,16 @@ int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *reshaping)
 }
 
 /* The name of output ``i`` of ``func`` recorded with ``stack`` (a forward
- * op's, else a backward op's): from its slot, else from the books' names
- * (Tracker._out_name where they have none yet). A new reference, or NULL
- * with an exception set. */
-PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
-                   int forward)
+ * op's, else a backward op's; ``stack_obj`` the same stack id as the books
+ * key it): from its slot, else from the books' names (Tracker._out_name
+ * where they have none yet). A new reference, or NULL with an exception set. */
+PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, uint32_t stack,
+                   PyObject *stack_obj, int forward)
 {
     Py_ssize_t kidx = forward ? i : -1 - i;
-    unsigned long stack = PyLong_AsUnsignedLong(stack_obj);
-    if (stack == (unsigned long)-1 && PyErr_Occurred())
-        return NULL;
-    uint64_t h = (uintptr_t)func ^ ((uint64_t)(uint32_t)stack << 20) ^ (uint64_t)(kidx + 64);
+    uint64_t h = (uintptr_t)func ^ ((uint64_t)stack << 20) ^ (uint64_t)(kidx + 64);
     NameSlot *s = d->op_cache ? &d->op_cache->names[slot_of(h, NAME_SLOTS)] : NULL;
-    if (s != NULL && s->func == func && s->kidx == kidx && s->stack == (uint32_t)stack)
+    if (s != NULL && s->func == func && s->kidx == kidx && s->stack == stack)
         return Py_NewRef(s->name);
 
     PyObject *names = book(d, BOOK_NAMES);
@@ -153,11 +150,11 @@ PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_
     Py_XDECREF(idx);
     Py_XDECREF(kobj);
     Py_XDECREF(key);
-    if (name != NULL && s != NULL && stack <= UINT32_MAX) {
+    if (name != NULL && s != NULL) {
         Py_XSETREF(s->func, Py_NewRef(func));
         Py_XSETREF(s->name, Py_NewRef(name));
         s->kidx = kidx;
-        s->stack = (uint32_t)stack;
+        s->stack = stack;
     }
     return name;
 }

@@ -315,8 +315,8 @@ OpCache *op_cache_new(void);
 void op_cache_clear(OpCache *c);
 int op_cache_traverse(OpCache *c, visitproc visit, void *arg);
 int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *reshaping);
-PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, PyObject *stack_obj,
-                   int forward);
+PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, uint32_t stack,
+                   PyObject *stack_obj, int forward);
 
 /* lent.c */
 int lent_note(Dispatcher *d, long long seq, uint32_t stack);
