@@ -78,11 +78,7 @@ class _Naming:
         rec = self._by_obj.get(id(t))
         if rec is None:
             return False
-        if rec.name == label:
-            return True
-        if rec.pend is None:   # recorded: the library records a rename (same id)
-            self._set_name(rec.tid, label)
-        rec.name = label   # else recorded under this name
+        self._fast.name_record(rec, label)   # the rule: native/trackfast/records.c
         return True
 
     def _left_their_models(self, before: Dict[int, str], found: Set[int]) -> None:

@@ -1,20 +1,20 @@
 """Storages checked against what they are now, swept at marks, and the
-rare turns of their books: memory reused behind our back, twins on one
-memory, a tensor moved to other memory. Declaring, closing and ending a
-storage are the C extension's rules (``native/trackfast/storages.c``),
-called here through the tracker's ``_fast``.
+bases only views keep dropped. The books' rules -- declaring, closing and
+ending a storage (``native/trackfast/storages.c``), and their rare turns:
+memory reused behind our back, twins on one memory, a storage on new
+memory, a tensor moved to another storage (``storage_turns.c``) -- are the
+C extension's, called here through the tracker's ``_fast``.
 """
 
 from __future__ import annotations
 
-import bisect
 import gc
 import sys
 import time
 from typing import Optional
 
 from .._referrers import _Locals, level_passes, referrers_of
-from ._records import _StorageRec, _TensorRec
+from ._records import _TensorRec
 from ._torch_facts import _SKIP_FILES, _base_alone_count, _storage_info
 
 # The most wall-clock seconds the bases only views keep wait for the walks'
@@ -27,91 +27,6 @@ class _Storages:
     """The tracker's storage books (a mixin of :class:`Tracker`)."""
 
     # -- storages ------------------------------------------------------------
-    def _overlapped(self, srec: _StorageRec, stack: Optional[int]) -> bool:
-        """Before ``srec``'s memory is declared (storages.c's declare(),
-        which found a declared storage overlapping it): end every storage
-        known at an overlapping address (its memory was freed behind our
-        back and the allocator reused it: a new storage) -- unless that
-        storage is alive on this very memory: then ``srec`` is its twin (a
-        copy-on-write clone of it, or the same buffer wrapped again), the
-        memory, open already, stays open while either lives, and this says
-        True (nothing to declare)."""
-        starts = self._starts
-        end = srec.ptr + srec.nbytes
-        i = bisect.bisect_left(starts, end) - 1
-        while i >= 0:
-            old = self._at_ptr.get(starts[i])
-            if old is None or old.ptr + old.nbytes <= srec.ptr:
-                break
-            self._check_storage(old, stack, force=True)
-            if srec.weak and self._at_ptr.get(old.ptr) is old and old.declared \
-                    and old.ptr == srec.ptr and old.nbytes == srec.nbytes:
-                twins = old.twins
-                if twins is None:
-                    twins = old.twins = {old}
-                twins.add(srec)
-                srec.twins = twins
-                return True
-            i = min(i, len(starts)) - 1
-        return False
-
-    def _leave_twins(self, srec: _StorageRec) -> None:
-        """``srec`` is gone or has memory of its own now (a copy-on-write
-        storage written to): it leaves its twins (at least one: a storage
-        left alone has no twins), which keep the memory; the declaration
-        passes to one of them if it held it. Nothing to record."""
-        twins = srec.twins
-        srec.twins = None
-        twins.discard(srec)
-        heir = next(iter(twins))
-        if len(twins) == 1:
-            heir.twins = None
-        if srec.declared:
-            heir.declared = True
-            srec.declared = False
-            if self._at_ptr.get(srec.ptr) is srec:
-                self._at_ptr[srec.ptr] = heir
-
-    def _check_storage(self, srec: _StorageRec, stack: Optional[int], force: bool = False
-                       ) -> None:
-        """Compare what we know of ``srec`` with the storage itself."""
-        fast = self._fast
-        if not srec.weak:
-            if force:   # no way to ask it: an address reused means it is gone
-                fast.end_storage(srec, stack)
-            return
-        now = self._life.now(srec.weak)
-        if now is None:
-            fast.end_storage(srec, stack)
-            return
-        ptr, nbytes = now
-        if (ptr, nbytes) == (srec.ptr, srec.nbytes):
-            return
-        # Same storage, new memory (resize_, resize_(0)): the old memory's
-        # life ends here; new memory is a new storage in the trace, and the
-        # tensors on it are bound anew.
-        if srec.external:
-            fast.undeclare(srec, stack)
-        srec.ptr, srec.nbytes = ptr, nbytes
-        if nbytes > 0 and ptr and srec.external:
-            fast.declare(srec, stack)
-        for rec in list(srec.tids):
-            self._migrate(rec, stack)
-
-    def _migrate(self, rec: _TensorRec, stack: Optional[int]) -> None:
-        """``rec``'s tensor now lives on other memory: end it and record the
-        tensor anew (same name) on the memory it has now."""
-        t = rec.ref() if rec.ref is not None else None
-        self._fast.forget(rec)
-        if t is None:
-            return
-        if self._by_obj.get(id(t)) is rec:
-            del self._by_obj[id(t)]
-        if stack is None:
-            stack = self._stacks.capture(1)
-        self._fast.track(t, rec.name, stack)
-        del t
-
     def _sweep(self, forced: bool = False) -> None:
         """At a mark: every storage and tensor against what they are now.
         The C path names the few that may have changed (a mark of a big
@@ -122,14 +37,14 @@ class _Storages:
         fast.settle()
         for srec in fast.storages_to_check():
             if srec.weak:
-                self._check_storage(srec, None)
+                fast.check_storage(srec, None)
         for rec in fast.tensors_to_check():
             t = rec.ref() if rec.ref is not None else None
             if t is None:
                 continue
             info = _storage_info(t)
             if info is not None and info[2] != rec.skey:
-                self._migrate(rec, None)
+                fast.move_tensor(rec, None)
             del t
         self._drop_bases_only_views_hold(forced)
 

@@ -32,25 +32,6 @@ static int str_ends(PyObject *name, const char *suffix)
     return s != NULL && (size_t)n >= k && memcmp(s + n - k, suffix, k) == 0;
 }
 
-/* Tracker._set_name: the library renames recorded tensor ``tid``; where it
- * refuses, the tracker's Python asks again through ctypes, which says why. */
-static int set_name(Dispatcher *d, uint64_t tid, PyObject *label)
-{
-    const char *s = PyUnicode_AsUTF8(label);
-    if (s == NULL)
-        return -1;
-    if (d->rename != NULL && d->rename(tid, s) == 0)
-        return 0;
-    PyObject *id = PyLong_FromUnsignedLongLong(tid);
-    if (id == NULL)
-        return -1;
-    PyObject *a[2] = {id, label};
-    PyObject *r = call_method(d->tracker, s_set_name, a, 2);
-    Py_DECREF(id);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
-}
-
 /* Gradient record ``grec`` named ``label`` (its parameter's name and
  * ".grad"), and the backward output it views (its storage's owner, made by
  * the autograd engine and named by the forward's line) if that one is gone
@@ -60,15 +41,8 @@ int name_grad(Dispatcher *d, PyObject *grec, PyObject *label)
     if (!is_tensor_rec(grec) || !PyUnicode_Check(label))
         return -1;
     TensorRec *g = TREC(grec);
-    int same = PyUnicode_Compare(g->name, label);
-    if (same == -1 && PyErr_Occurred())
+    if (name_record(d, grec, label) < 0)
         return -1;
-    if (same != 0) {
-        if (!g->pending && set_name(d, g->tid, label) < 0)   /* else recorded under it */
-            return -1;
-        Py_INCREF(label);
-        Py_SETREF(g->name, label);
-    }
     if (g->base == 0)
         return 0;
     PyObject *by_tid = book(d, BOOK_BY_TID);

@@ -38,11 +38,11 @@
 /* Interned attribute names and objects looked up once. */
 PyObject *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
-    *s_element_size, *s_input_name, *s_migrate, *s_tick,
+    *s_element_size, *s_input_name, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead,
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_collected, *s_gc_dead,
     *s_grad, *s_set_name, *s_backward_marker;
 PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
@@ -474,6 +474,18 @@ static PyObject *dispatcher_name_grad(Dispatcher *d, PyObject *const *argv, Py_s
     return rule_done(name_grad(d, argv[0], argv[1]), "name_grad()");
 }
 
+/* Dispatcher.name_record(rec, label): a tracked tensor renamed (records.c) */
+static PyObject *dispatcher_name_record(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !is_tensor_rec(argv[0]) || !PyUnicode_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "name_record(rec: TensorRec, label: str)");
+        return NULL;
+    }
+    if (d->tracker == NULL)
+        Py_RETURN_NONE;
+    return rule_done(name_record(d, argv[0], argv[1]), "name_record()");
+}
+
 static int books_args(Dispatcher *d, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi,
                       const char *call)
 {
@@ -562,46 +574,27 @@ static PyObject *dispatcher_drop(Dispatcher *d, PyObject *const *argv, Py_ssize_
     return rule_done(drop(d, argv[0], nargs == 2 ? argv[1] : Py_None), call);
 }
 
-/* Dispatcher.forget(rec): the books forget tensor record ``rec``, its
- * storage left as it is (its tensor lives on other memory now). */
-static PyObject *dispatcher_forget(Dispatcher *d, PyObject *rec)
+/* Dispatcher.check_storage(srec, stack=None) and move_tensor(rec, stack=None):
+ * a mark's sweep found a storage gone or on other memory, a tensor on
+ * another storage (storage_turns.c); ``stack``: where (None: captured). */
+static PyObject *dispatcher_check_storage(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    static const char call[] = "forget(rec: TensorRec)";
-    if (books_args(d, 1, 1, 1, call) < 0)
-        return NULL;
-    if (!is_tensor_rec(rec))
-        return rule_done(-1, call);
-    return rule_done(forget(d, rec), call);
-}
-
-/* Dispatcher.declare / undeclare / end_storage(srec, stack): a host
- * storage's memory opened or closed in the trace; a storage gone. */
-static PyObject *storage_rule(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
-                              int (*rule)(Dispatcher *, PyObject *, PyObject *),
-                              const char *call)
-{
-    if (books_args(d, nargs, 2, 2, call) < 0)
+    static const char call[] = "check_storage(srec: StorageRec, stack: int = None)";
+    if (books_args(d, nargs, 1, 2, call) < 0)
         return NULL;
     if (!is_storage_rec(argv[0]))
         return rule_done(-1, call);
-    return rule_done(rule(d, argv[0], argv[1]), call);
+    return rule_done(check_storage(d, argv[0], nargs == 2 ? argv[1] : Py_None, 0), call);
 }
 
-static PyObject *dispatcher_declare(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+static PyObject *dispatcher_move_tensor(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    return storage_rule(d, argv, nargs, declare, "declare(srec: StorageRec, stack: int | None)");
-}
-
-static PyObject *dispatcher_undeclare(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
-{
-    return storage_rule(d, argv, nargs, undeclare,
-                        "undeclare(srec: StorageRec, stack: int | None)");
-}
-
-static PyObject *dispatcher_end_storage(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
-{
-    return storage_rule(d, argv, nargs, end_storage,
-                        "end_storage(srec: StorageRec, stack: int | None)");
+    static const char call[] = "move_tensor(rec: TensorRec, stack: int = None)";
+    if (books_args(d, nargs, 1, 2, call) < 0)
+        return NULL;
+    if (!is_tensor_rec(argv[0]))
+        return rule_done(-1, call);
+    return rule_done(move_tensor(d, argv[0], nargs == 2 ? argv[1] : Py_None), call);
 }
 
 static PyMethodDef dispatcher_methods[] = {
@@ -620,6 +613,8 @@ static PyMethodDef dispatcher_methods[] = {
      "used with it (grads.c)"},
     {"name_grad", (PyCFunction)(void (*)(void))dispatcher_name_grad, METH_FASTCALL,
      "name_grad(grec, label): a .grad named after its parameter (grads.c)"},
+    {"name_record", (PyCFunction)(void (*)(void))dispatcher_name_record, METH_FASTCALL,
+     "name_record(rec, label): a tracked tensor goes by label from now on (records.c)"},
     {"rename", (PyCFunction)(void (*)(void))dispatcher_rename, METH_FASTCALL,
      "rename(tid, name) -> status: vt_tensor_name"},
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
@@ -643,16 +638,12 @@ static PyMethodDef dispatcher_methods[] = {
      "track(t, name, stack) -> rec or None: a tensor into the books"},
     {"drop", (PyCFunction)(void (*)(void))dispatcher_drop, METH_FASTCALL,
      "drop(rec, stack=None): a tensor record ends (its storage with it, if the last)"},
-    {"forget", (PyCFunction)dispatcher_forget, METH_O,
-     "forget(rec): the books forget a tensor record, its storage left as it is"},
-    {"declare", (PyCFunction)(void (*)(void))dispatcher_declare, METH_FASTCALL,
-     "declare(srec, stack): a host storage's memory opened in the trace"},
-    {"undeclare", (PyCFunction)(void (*)(void))dispatcher_undeclare, METH_FASTCALL,
-     "undeclare(srec, stack): a host storage's memory closed in the trace"},
-    {"end_storage", (PyCFunction)(void (*)(void))dispatcher_end_storage, METH_FASTCALL,
-     "end_storage(srec, stack): a storage is gone"},
+    {"check_storage", (PyCFunction)(void (*)(void))dispatcher_check_storage, METH_FASTCALL,
+     "check_storage(srec, stack=None): the books follow a storage gone or on other memory"},
+    {"move_tensor", (PyCFunction)(void (*)(void))dispatcher_move_tensor, METH_FASTCALL,
+     "move_tensor(rec, stack=None): a tensor recorded anew on the storage it has now"},
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
-     "the storages Tracker._check_storage must look at (gone, or on other memory)"},
+     "the storages check_storage must look at (gone, or on other memory)"},
     {"stale_storages", (PyCFunction)dispatcher_stale_storages, METH_VARARGS,
      "stale_storages(threshold, final, host_later) -> (looked, resting, host): of the "
      "storages not used since that mark, those a walk may start from, those resting, and "
@@ -906,7 +897,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
     struct { PyObject **slot; const char *s; } names[] = {
         {&s_out_name, "_out_name"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
-        {&s_input_name, "_input_name"}, {&s_migrate, "_migrate"}, {&s_tick, "_tick"},
+        {&s_input_name, "_input_name"}, {&s_tick, "_tick"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
         {&s_storage_offset, "storage_offset"}, {&s_element_size, "element_size"},
         {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_book, "_book"},
@@ -917,8 +908,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
         {&s_life, "_life"}, {&s_cls, "_cls"}, {&s_use_count, "_use_count"}, {&s_sole, "_sole"},
         {&s_sole_bare, "_sole_bare"},
         {&s_free_weak_ref, "_free_weak_ref"},
-        {&s_now, "now"}, {&s_lent_for, "_lent_for"}, {&s_overlapped, "_overlapped"}, {&s_leave_twins, "_leave_twins"},
-        {&s_check_storage, "_check_storage"}, {&s_collected, "_collected"},
+        {&s_now, "now"}, {&s_lent_for, "_lent_for"}, {&s_collected, "_collected"},
         {&s_grad, "_grad"}, {&s_set_name, "_set_name"}, {&s_backward_marker, "backward: "},
         };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -481,3 +481,40 @@ int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out)
     *out = SREC(srec);
     return 0;
 }
+
+/* Tracker._set_name: the library renames recorded tensor ``tid``; where it
+ * refuses, the tracker's Python asks again through ctypes, which says why. */
+int set_name(Dispatcher *d, uint64_t tid, PyObject *label)
+{
+    const char *s = PyUnicode_AsUTF8(label);
+    if (s == NULL)
+        return -1;
+    if (d->rename != NULL && d->rename(tid, s) == 0)
+        return 0;
+    PyObject *id = PyLong_FromUnsignedLongLong(tid);
+    if (id == NULL)
+        return -1;
+    PyObject *a[2] = {id, label};
+    PyObject *r = call_method(d->tracker, s_set_name, a, 2);
+    Py_DECREF(id);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* Record ``rec`` goes by ``label`` from now on: a recorded one has the
+ * library record the rename (same id), one not recorded yet is recorded
+ * under it. 0, or -1 with an error set. */
+int name_record(Dispatcher *d, PyObject *rec, PyObject *label)
+{
+    TensorRec *r = TREC(rec);
+    int same = PyUnicode_Compare(r->name, label);
+    if (same == -1 && PyErr_Occurred())
+        return -1;
+    if (same == 0)
+        return 0;
+    if (!r->pending && set_name(d, r->tid, label) < 0)
+        return -1;
+    Py_INCREF(label);
+    Py_SETREF(r->name, label);
+    return 0;
+}

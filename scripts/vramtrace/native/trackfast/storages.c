@@ -2,8 +2,9 @@
  * CPU allocator is not ours), and their end. */
 #include "trackfast.h"
 
-/* Index of the first start >= ptr in the sorted list of ints ``starts``. */
-static Py_ssize_t bisect_left(PyObject *starts, uint64_t ptr)
+/* Index of the first start >= ptr in the sorted list of ints ``starts``
+ * (BOOK_STARTS); -1 with an error set. */
+Py_ssize_t declared_bisect(PyObject *starts, uint64_t ptr)
 {
     Py_ssize_t lo = 0, hi = PyList_GET_SIZE(starts);
     while (lo < hi) {
@@ -42,7 +43,7 @@ static uint32_t stack_of(Dispatcher *d, PyObject *stack_obj)
 static PyObject *declared_before(Dispatcher *d, uint64_t end)
 {
     PyObject *starts = d->containers[BOOK_STARTS], *at_ptr = d->containers[BOOK_AT_PTR];
-    Py_ssize_t i = bisect_left(starts, end);
+    Py_ssize_t i = declared_bisect(starts, end);
     if (i <= 0)
         return NULL;
     PyObject *prev = PyDict_GetItemWithError(at_ptr, PyList_GET_ITEM(starts, i - 1));
@@ -63,7 +64,7 @@ static int declared_index(Dispatcher *d, PyObject *srec, int removing)
     if (key == NULL)
         return -1;
     int rc = -1;
-    Py_ssize_t i = bisect_left(starts, ptr);
+    Py_ssize_t i = declared_bisect(starts, ptr);
     if (i < 0)
         goto out;
     if (!removing) {
@@ -90,7 +91,7 @@ out:
 
 /* Open host storage ``srec``'s memory as an external storage in the trace
  * (the CPU allocator is not ours). A declared storage overlapping it first
- * goes to Tracker._overlapped (its memory was freed behind our back and
+ * goes to overlapped() (storage_turns.c: its memory was freed behind our back and
  * reused, or ``srec`` is its twin on the very same memory: then there is
  * nothing to declare). */
 int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
@@ -100,10 +101,7 @@ int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
     if (prev == NULL && PyErr_Occurred())
         return -1;
     if (prev != NULL && SREC(prev)->ptr + SREC(prev)->nbytes > ptr) {
-        PyObject *a[2] = {srec, stack_obj};
-        PyObject *r = call_method(d->tracker, s_overlapped, a, 2);
-        int twin = r ? PyObject_IsTrue(r) : -1;
-        Py_XDECREF(r);
+        int twin = overlapped(d, srec, stack_obj);
         if (twin != 0)
             return twin < 0 ? -1 : 0;
     }
@@ -121,16 +119,13 @@ int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 /* Close host storage ``srec``'s memory in the trace, its release recorded
  * with ``stack_obj`` (None: captured here). A storage with twins (another
  * StorageImpl on its very memory: copy-on-write, one buffer wrapped twice)
- * leaves them instead (Tracker._leave_twins): the memory lives on with
- * them. */
+ * leaves them instead: the memory lives on with
+ * them (leave_twins()). */
 int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     StorageRec *s = SREC(srec);
-    if (s->twins != NULL && s->twins != Py_None) {
-        PyObject *r = call_method(d->tracker, s_leave_twins, &srec, 1);
-        Py_XDECREF(r);
-        return r == NULL ? -1 : 0;
-    }
+    if (s->twins != NULL && s->twins != Py_None)
+        return leave_twins(d, srec);
     if (!s->declared)
         return 0;
     s->declared = 0;
@@ -147,7 +142,7 @@ int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 
 /* The storage is gone: its release is recorded with ``stack_obj`` (None:
  * captured here) and it leaves the books; tensors that were on it and
- * still live have moved to another storage (Tracker._migrate each). */
+ * still live have moved to another storage (move_tensor() each). */
 int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
 {
     StorageRec *s = SREC(srec);
@@ -176,13 +171,9 @@ int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         moved = PySequence_List(s->tids);
         if (moved == NULL)
             goto out;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(moved); i++) {
-            PyObject *a[2] = {PyList_GET_ITEM(moved, i), stack_obj};
-            PyObject *r = call_method(d->tracker, s_migrate, a, 2);
-            if (r == NULL)
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(moved); i++)
+            if (move_tensor(d, PyList_GET_ITEM(moved, i), stack_obj) < 0)
                 goto out;
-            Py_DECREF(r);
-        }
     }
     rc = 0;
 out:
@@ -311,8 +302,9 @@ out:
  * observer's storage reader where it can, else by StorageLife.now
  * (_storage_life.py; neither materializes a copy-on-write storage, as
  * UntypedStorage.data_ptr() would). 1 alive, now = {data, nbytes}; 0 gone;
- * -1 not read (an exception set). Only with d->life_now set. */
-static int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2])
+ * -1 not read (an exception set). Only with d->life_now set (a storage
+ * with a weak handle: the tracker has its StorageLife). */
+int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2])
 {
     if (d->storage_now != NULL) {
         int alive = d->storage_now(s->weak, now);

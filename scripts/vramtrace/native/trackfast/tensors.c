@@ -141,11 +141,11 @@ static int storage_of_facts(const vt__tensor_facts *f, unsigned long long *ptr,
     return *skey == NULL ? -1 : 1;
 }
 
-/* ``rec``'s tensor lives on another storage now (Tracker._migrate: the old
+/* ``rec``'s tensor lives on another storage now (move_tensor(): the old
  * record ends, the tensor is recorded anew on its memory now, with
  * ``stack_obj``); the storage it left, if no tensor is left on it, may have
  * gone with the move: its release is this op's, not the next mark's
- * (Tracker._check_storage). */
+ * (check_storage()). */
 int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
@@ -157,22 +157,17 @@ int migrate(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
         Py_XDECREF(srec);
         return -1;
     }
-    PyObject *a[2] = {rec, stack_obj};
-    PyObject *r = call_method(d->tracker, s_migrate, a, 2);
-    if (r != NULL && srec != NULL && PySet_GET_SIZE(SREC(srec)->tids) == 0) {
-        Py_DECREF(r);
-        PyObject *b[2] = {srec, stack_obj};
-        r = call_method(d->tracker, s_check_storage, b, 2);
-    }
+    int rc = move_tensor(d, rec, stack_obj);
+    if (rc == 0 && srec != NULL && PySet_GET_SIZE(SREC(srec)->tids) == 0)
+        rc = check_storage(d, srec, stack_obj, 0);
     Py_XDECREF(srec);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
+    return rc;
 }
 
 /* An output of an op that may give a tensor other memory (set_, resize_)
  * whose record is ``rec``: when its storage is not what the books hold,
- * they follow it (Tracker._check_storage: the same storage on new memory;
- * Tracker._migrate: another storage). A new reference to the tensor's
+ * they follow it (check_storage(): the same storage on new memory;
+ * migrate(): another storage). A new reference to the tensor's
  * record after that, None when it is no longer tracked; NULL on error. */
 PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_obj)
 {
@@ -198,11 +193,8 @@ PyObject *reshaped(Dispatcher *d, PyObject *t, PyObject *rec, PyObject *stack_ob
         goto out;
     }
     if (srec != NULL && same_key) {   /* the same storage on other memory */
-        PyObject *a[2] = {srec, stack_obj};
-        PyObject *r = call_method(d->tracker, s_check_storage, a, 2);
-        if (r == NULL)
+        if (check_storage(d, srec, stack_obj, 0) < 0)
             goto out;
-        Py_DECREF(r);
     } else if (migrate(d, rec, stack_obj) < 0) {
         goto out;
     }
@@ -231,7 +223,6 @@ out:
 PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject *name,
                 PyObject *stack_obj, PyObject *view_of, int defer, const uint64_t *said_base)
 {
-    PyObject *tracker = d->tracker;
     PyObject *by_obj = NULL, *storages = NULL, *st = NULL, *srec = NULL, *rec = NULL,
         *key = NULL, *base = NULL, *user = NULL, *cb = NULL, *ref = NULL, *got = NULL;
     by_obj = book(d, BOOK_BY_OBJ);
@@ -282,17 +273,15 @@ PyObject *track(Dispatcher *d, PyObject *t, const vt__tensor_facts *f, PyObject 
         snbytes = (uint64_t)nbytes;
     }
     if (srec != NULL && (sptr != ptr || snbytes != (uint64_t)nbytes)) {
-        /* its memory moved (resize_): Tracker._check_storage compares the
+        /* its memory moved (resize_): check_storage() compares the
          * storage with what it is now (same storage on new memory, or a
          * new one), then the tensor goes on the storage the books hold */
-        PyObject *a[2] = {srec, stack_obj};
-        PyObject *r = call_method(tracker, s_check_storage, a, 2);
+        int checked = check_storage(d, srec, stack_obj, 0);
         Py_CLEAR(srec);
-        if (r == NULL) {
+        if (checked < 0) {
             Py_DECREF(skey);
             goto out;
         }
-        Py_DECREF(r);
         srec = PyDict_GetItemWithError(storages, skey);
         Py_XINCREF(srec);
         if (srec != NULL && !is_storage_rec(srec)) {

@@ -6,6 +6,7 @@
  *   dispatch.c  the mode's __torch_dispatch__: an op's tensors, their uses
  *   tensors.c   tensors seen for the first time, and their deaths
  *   storages.c  storages into and out of the books (host ones declared)
+ *   storage_turns.c  their rare turns: memory reused, twins, new memory, a tensor moved
  *   records.c   the books' record types (TensorRec, StorageRec); a tensor's TENSOR_NEW
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
  *   lent.c      the frames to lend engine threads, readable without the GIL
@@ -220,11 +221,11 @@ extern PyTypeObject TensorRecType, StorageRecType;
 /* Interned attribute names and objects looked up once. */
 extern PyObject *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
-    *s_element_size, *s_input_name, *s_migrate, *s_tick,
+    *s_element_size, *s_input_name, *s_tick,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
-    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_overlapped, *s_leave_twins, *s_check_storage, *s_collected, *s_gc_dead,
+    *s_use_count, *s_sole, *s_sole_bare, *s_free_weak_ref, *s_now, *s_lent_for, *s_collected, *s_gc_dead,
     *s_grad, *s_set_name, *s_backward_marker;
 extern PyObject *tensor_type, *parameter_type, *sequence_nr_fn, *set_eval_frame_fn,
     *pending_names, *take_pending_name_fn, *storage_id_fn,
@@ -267,11 +268,14 @@ int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int record_as(Dispatcher *d, PyObject *rec, const uint64_t *base, uint64_t *tid);
 Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit, uint64_t scale);
 void clear_pending(TensorRec *r);
+int set_name(Dispatcher *d, uint64_t tid, PyObject *label);
+int name_record(Dispatcher *d, PyObject *rec, PyObject *label);
 int flush(Dispatcher *d);
 
 /* storages.c */
 PyObject *new_storage(Dispatcher *d, PyObject *t, PyObject *st, const vt__tensor_facts *f,
                       uint64_t ptr, uint64_t nbytes, PyObject *skey, PyObject *stack_obj);
+Py_ssize_t declared_bisect(PyObject *starts, uint64_t ptr);
 int declare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 long long storage_rest(StorageRec *s);
 int undeclare(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
@@ -281,6 +285,13 @@ PyObject *storages_to_check(Dispatcher *d);
 PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host_later);
 PyObject *shared_storages(Dispatcher *d);
 int settle(Dispatcher *d, int all);
+int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2]);
+
+/* storage_turns.c */
+int overlapped(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
+int leave_twins(Dispatcher *d, PyObject *srec);
+int check_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj, int force);
+int move_tensor(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
 
 /* tensors.c */
 /* track()'s ``said_base``: what the trace is told of its base (NULL: its
