@@ -89,7 +89,6 @@ class _Storages:
         if alone is None:
             return
         cands = []
-        by_obj = self._by_obj
         for srec in self._fast.shared_storages():
             live = {r.tid for r in srec.tids if r.tid}   # recorded (pending ones have none)
             bases = {v.base for v in srec.tids if v.base and v.base in live}
@@ -130,7 +129,5 @@ class _Storages:
         del objs
         for rec, t in cands:
             if id(t) not in referred:
-                if by_obj.get(id(t)) is rec:
-                    del by_obj[id(t)]
-                self._fast.drop(rec, None)
+                self._fast.drop(rec, None)   # out of the books' index too
             del t

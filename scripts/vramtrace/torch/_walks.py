@@ -14,7 +14,6 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
                           walk_referrers)
-from . import _records
 from ._records import _StorageRec
 from ._torch_facts import _SKIP_FILES, _storage_info
 
@@ -828,11 +827,7 @@ class _Walks:
             except Exception:
                 stack = 0
             name = self._named_at(stack, f"saved '{attr}' of {tname}")
-            # Not a view (base 0) in the books; in the trace its base says
-            # what it is, so that its making is no use of the storage.
-            rec = _records.TensorRec(srec.skey, name, 0, (srec.ptr, srec.nbytes, stack))
-            self._fast.record(rec, TENSOR_SAVED_ONLY)
-            srec.tids.add(rec)
+            rec = self._fast.saved_stand_in(srec, name, stack, TENSOR_SAVED_ONLY)
             if len(self._saved_only) >= 1 << 16:
                 for k in [k for k, r in self._saved_only.items() if r.tid not in self._by_tid]:
                     del self._saved_only[k]

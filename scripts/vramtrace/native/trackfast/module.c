@@ -500,24 +500,33 @@ static int books_args(Dispatcher *d, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t
     return 0;
 }
 
-/* Dispatcher.record(rec, base=None) -> tid: rec's TENSOR_NEW if not made
- * yet; ``base``: the base the trace gets instead of rec.base
- * (VT_TENSOR_SAVED_ONLY for a tensor standing for a saved one). */
-static PyObject *dispatcher_record(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+/* Dispatcher.record(rec) -> tid: rec's TENSOR_NEW if not made yet. */
+static PyObject *dispatcher_record(Dispatcher *d, PyObject *rec)
 {
-    static const char call[] = "record(rec: TensorRec, base: int = None)";
-    if (books_args(d, nargs, 1, 2, call) < 0)
+    static const char call[] = "record(rec: TensorRec)";
+    if (books_args(d, 1, 1, 1, call) < 0)
         return NULL;
-    if (!is_tensor_rec(argv[0]))
+    if (!is_tensor_rec(rec))
         return rule_done(-1, call);
-    uint64_t base, tid = 0;
-    int said = nargs == 2 && argv[1] != Py_None;
-    if (said && (base = PyLong_AsUnsignedLongLong(argv[1])) == (uint64_t)-1 && PyErr_Occurred())
+    uint64_t tid = 0;
+    int rc = record(d, rec, &tid);
+    return rc < 0 ? rule_done(rc, call) : PyLong_FromUnsignedLongLong(tid);
+}
+
+/* Dispatcher.saved_stand_in(srec, name, stack, said_base) -> rec: the record
+ * standing for a tensor an autograd node saved (records.c). */
+static PyObject *dispatcher_saved_stand_in(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    static const char call[] = "saved_stand_in(srec: StorageRec, name: str, stack: int, said_base: int)";
+    if (books_args(d, nargs, 4, 4, call) < 0)
         return NULL;
-    int rc = record_as(d, argv[0], said ? &base : NULL, &tid);
-    if (rc < 0)
-        return rule_done(rc, call);
-    return PyLong_FromUnsignedLongLong(tid);
+    if (!is_storage_rec(argv[0]) || !PyUnicode_Check(argv[1]) || !PyLong_Check(argv[2]))
+        return rule_done(-1, call);
+    uint64_t base = PyLong_AsUnsignedLongLong(argv[3]);
+    if (base == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    PyObject *rec = saved_stand_in(d, argv[0], argv[1], argv[2], base);
+    return rec != NULL ? rec : rule_done(-1, call);
 }
 
 /* Dispatcher.flush(): record the outputs held back, in creation order. */
@@ -628,8 +637,11 @@ static PyMethodDef dispatcher_methods[] = {
     {"engine_op", (PyCFunction)(void (*)(void))engine_op, METH_FASTCALL,
      "engine_op(func, args, kwargs, out): record an autograd engine thread's op that "
      "ran under the forward op's frames (the mode's way)"},
-    {"record", (PyCFunction)(void (*)(void))dispatcher_record, METH_FASTCALL,
-     "record(rec, base=None) -> tid: rec's TENSOR_NEW if not made yet"},
+    {"record", (PyCFunction)dispatcher_record, METH_O,
+     "record(rec) -> tid: rec's TENSOR_NEW if not made yet"},
+    {"saved_stand_in", (PyCFunction)(void (*)(void))dispatcher_saved_stand_in, METH_FASTCALL,
+     "saved_stand_in(srec, name, stack, said_base) -> rec: the record standing for a "
+     "tensor an autograd node saved"},
     {"flush", (PyCFunction)dispatcher_flush, METH_NOARGS,
      "flush(): record the outputs held back"},
     {"settle", (PyCFunction)dispatcher_settle, METH_NOARGS,

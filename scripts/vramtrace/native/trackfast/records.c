@@ -328,6 +328,23 @@ int record_as(Dispatcher *d, PyObject *obj, const uint64_t *base, uint64_t *tid)
     return rc;
 }
 
+/* The record that stands for a tensor an autograd node saved and no Python
+ * object holds (a walk's stand-in for storage ``srec``, named ``name``,
+ * made at ``stack_obj``): on the storage, not a view in the books, recorded
+ * with the trace told ``said_base`` (VT_TENSOR_SAVED_ONLY: its making is no
+ * use of the storage). It ends with the storage. A new reference, NULL on
+ * error. */
+PyObject *saved_stand_in(Dispatcher *d, PyObject *srec, PyObject *name, PyObject *stack_obj,
+                         uint64_t said_base)
+{
+    StorageRec *s = SREC(srec);
+    PyObject *rec = new_tensor_rec(s->skey, name, 0, s->ptr, s->nbytes, stack_obj);
+    uint64_t tid;
+    if (rec != NULL && (record_as(d, rec, &said_base, &tid) < 0 || PySet_Add(s->tids, rec) < 0))
+        Py_CLEAR(rec);
+    return rec;
+}
+
 /* The TENSOR_NEW of ``rec`` if not made yet; its id. */
 int record(Dispatcher *d, PyObject *obj, uint64_t *tid)
 {

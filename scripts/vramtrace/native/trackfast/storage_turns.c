@@ -126,20 +126,14 @@ int move_tensor(Dispatcher *d, PyObject *rec, PyObject *stack_obj)
     if (t == NULL)
         return -1;
     Py_INCREF(t);   /* borrowed until now; forget() drops the weak reference */
-    PyObject *name = Py_NewRef(r->name), *stack = NULL, *key = NULL, *got = NULL;
+    PyObject *name = Py_NewRef(r->name), *stack = NULL, *got = NULL;
     int rc = -1;
-    if (forget(d, rec) < 0)
+    if (forget(d, rec) < 0)   /* the tensor out of the index too */
         goto out;
     rc = 0;
     if (t == Py_None)
         goto out;
     rc = -1;
-    PyObject *by_obj = d->containers[BOOK_BY_OBJ];
-    key = PyLong_FromVoidPtr(t);
-    PyObject *cur = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
-    if (key == NULL || (cur == NULL && PyErr_Occurred()) ||
-        (cur == rec && PyDict_DelItem(by_obj, key) < 0))
-        goto out;
     stack = stack_obj != Py_None ? Py_NewRef(stack_obj) : PyLong_FromUnsignedLong(capture(d));
     got = stack ? track(d, t, NULL, name, stack, Py_None, 0, NULL) : NULL;
     rc = got == NULL ? -1 : 0;
@@ -147,7 +141,6 @@ out:
     Py_DECREF(t);
     Py_DECREF(name);
     Py_XDECREF(stack);
-    Py_XDECREF(key);
     Py_XDECREF(got);
     return rc;
 }

@@ -333,7 +333,7 @@ int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2])
 
 /* Is the storage behind ``srec``'s weak handle gone, or on other memory
  * than ``srec`` says? 1 yes (or cannot tell), 0 no. The decision stays
- * Tracker._check_storage's, which reads it again. */
+ * check_storage()'s (storage_turns.c), which reads it again. */
 static int storage_changed(Dispatcher *d, PyObject *srec)
 {
     StorageRec *s = SREC(srec);
@@ -348,7 +348,7 @@ static int storage_changed(Dispatcher *d, PyObject *srec)
 
 /* Tracker._sweep's storage half, as a filter: the storages with a weak
  * handle that are gone or on other memory than the books say (resize_ or
- * set_ through a storage object: no op the mode sees). Tracker._check_storage
+ * set_ through a storage object: no op the mode sees). check_storage()
  * acts on each; the others, nearly all, need nothing. A new list. */
 PyObject *storages_to_check(Dispatcher *d)
 {

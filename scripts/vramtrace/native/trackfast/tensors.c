@@ -408,15 +408,28 @@ out:
 }
 
 /* The books forget tensor record ``rec``, recorded or pending (it died, or
- * lives on other memory now): out of its storage's tensors, the recorded
- * ones, the holders' targets; its life ends in the trace. Its storage is
- * left as it is (drop() and Tracker._migrate decide). 1: it was in the
+ * lives on other memory now, or only views hold it): out of the index of
+ * live tensors (where its tensor lives on), its storage's tensors, the
+ * recorded ones, the holders' targets; its life ends in the trace. Its
+ * storage is left as it is (drop() and migrate() decide). 1: it was in the
  * books, 0: it was not (dropped already), -1: error. */
 int forget(Dispatcher *d, PyObject *rec)
 {
     TensorRec *r = TREC(rec);
     int rc = -1;
     PyObject *storages = NULL, *by_tid = NULL, *tidkey = NULL;
+    PyObject *t = r->ref != NULL && PyWeakref_Check(r->ref) ? PyWeakref_GetObject(r->ref) : Py_None;
+    if (t != NULL && t != Py_None) {   /* borrowed: alive while its weak reference is */
+        PyObject *key = PyLong_FromVoidPtr(t);
+        PyObject *cur = key ? PyDict_GetItemWithError(d->containers[BOOK_BY_OBJ], key) : NULL;
+        int bad = key == NULL || (cur == NULL && PyErr_Occurred()) ||
+                  (cur == rec && PyDict_DelItem(d->containers[BOOK_BY_OBJ], key) < 0);
+        Py_XDECREF(key);
+        if (bad)
+            return -1;
+    } else if (t == NULL) {
+        return -1;
+    }
     Py_XSETREF(r->ref, Py_NewRef(Py_None));   /* its death callback is moot */
     storages = book(d, BOOK_STORAGES);
     if (storages == NULL)

@@ -266,6 +266,8 @@ PyObject *record_of(PyObject *by_obj, PyObject *t);
 int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
 int record_as(Dispatcher *d, PyObject *rec, const uint64_t *base, uint64_t *tid);
+PyObject *saved_stand_in(Dispatcher *d, PyObject *srec, PyObject *name, PyObject *stack_obj,
+                         uint64_t said_base);
 Py_ssize_t declare_again(Dispatcher *d, Py_ssize_t limit, uint64_t scale);
 void clear_pending(TensorRec *r);
 int set_name(Dispatcher *d, uint64_t tid, PyObject *label);
