@@ -230,8 +230,8 @@ def test_records_made_in_c_have_every_field_set(real_lib):
 
 
 def test_the_native_records_construct_and_read_back(real_lib):
-    """The Python rules (twins, walks) make and change records through
-    their constructors and attributes: every field reads back what was
+    """The records' Python face (the package reads every field, and a
+    test or a debugger may make one): every field reads back what was
     given or assigned."""
     with vtt.track():
         pass   # loads the extension

@@ -462,28 +462,28 @@ static PyObject *dispatcher_follow_state(Dispatcher *d, PyObject *const *argv, P
 }
 
 /* Dispatcher.name_grad(grec, label): a .grad's record named after its
- * parameter, with the backward output it views (grads.c). */
-static PyObject *dispatcher_name_grad(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+ * parameter, with the backward output it views (grads.c); name_record(rec,
+ * label): a tracked tensor renamed (records.c). */
+static PyObject *naming_rule(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
+                             int (*rule)(Dispatcher *, PyObject *, PyObject *), const char *call)
 {
     if (nargs != 2 || !is_tensor_rec(argv[0]) || !PyUnicode_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "name_grad(grec: TensorRec, label: str)");
+        PyErr_Format(PyExc_TypeError, "%s(rec: TensorRec, label: str)", call);
         return NULL;
     }
     if (d->tracker == NULL)
         Py_RETURN_NONE;
-    return rule_done(name_grad(d, argv[0], argv[1]), "name_grad()");
+    return rule_done(rule(d, argv[0], argv[1]), call);
 }
 
-/* Dispatcher.name_record(rec, label): a tracked tensor renamed (records.c) */
+static PyObject *dispatcher_name_grad(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    return naming_rule(d, argv, nargs, name_grad, "name_grad");
+}
+
 static PyObject *dispatcher_name_record(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !is_tensor_rec(argv[0]) || !PyUnicode_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "name_record(rec: TensorRec, label: str)");
-        return NULL;
-    }
-    if (d->tracker == NULL)
-        Py_RETURN_NONE;
-    return rule_done(name_record(d, argv[0], argv[1]), "name_record()");
+    return naming_rule(d, argv, nargs, name_record, "name_record");
 }
 
 static int books_args(Dispatcher *d, Py_ssize_t nargs, Py_ssize_t lo, Py_ssize_t hi,
