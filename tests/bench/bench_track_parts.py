@@ -3,6 +3,12 @@ small loop (device rows) taken apart, one process per variant under simrun,
 the variants alternating over --rounds rounds:
 
   untracked      the loop alone
+  hook           PyTorch's RecordFunction hook alone: a callback that does
+                 nothing (hook_floor.cpp, built here against the installed
+                 torch), installed as the op observer installs its own
+                 (every op's inputs and outputs asked for, thread-local, so
+                 the autograd engine's threads run it too): what any op
+                 observer costs before it does anything
   observer       track() with its op observer handing every op to
                  ``"".format`` (a C callable that ignores its arguments)
                  instead of the recording: PyTorch's RecordFunction hook,
@@ -16,9 +22,9 @@ Each process gives the median of its steps' CPU time (all its threads; a
 step synchronized and timed alone); a row is the median process (min-max)
 and the median over rounds of its ratio to the same round's untracked
 process. The differences between rows are the parts: the observer's, the
-recording's and the mark's. (RecordFunction's own floor, a callback that
-does nothing, is bench_observer_floor.py's subject, on the CPU.) Prints one
-RESULT line; asserts nothing about speed.
+recording's and the mark's, above PyTorch's own (the hook's). Without a
+C++ compiler for torch.utils.cpp_extension the hook row is left out (said
+so). Prints one RESULT line; asserts nothing about speed.
 
     python bench_track_parts.py [--steps N] [--rounds N] [--simrun PATH]
         (needs torch and VRAMTRACE_LIB; simrun by --simrun or VRAMTRACE_SIMRUN)
@@ -28,14 +34,25 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
-VARIANTS = ("untracked", "observer", "no marks", "tracked")
+VARIANTS = ("untracked", "hook", "observer", "no marks", "tracked")
+HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
+
+
+def build_hook(build_dir: str) -> str:
+    """hook_floor.cpp built against this torch into ``build_dir``: its path."""
+    from torch.utils import cpp_extension
+    cpp_extension.load(name="hook_floor", sources=[os.path.join(HERE, "hook_floor.cpp")],
+                       extra_cflags=["-O2"], build_directory=build_dir, is_python_module=False)
+    return os.path.join(build_dir, "hook_floor.so")
 
 
 def child(variant: str, steps: int) -> None:
@@ -56,10 +73,13 @@ def child(variant: str, steps: int) -> None:
         step(i)
         torch.cuda.synchronize()
         cpu.append(time.process_time() - c0)
-    if variant == "untracked":
+    if variant == "hook":
+        import ctypes
+        ctypes.CDLL(os.environ[HOOK_ENV]).hook_floor_start()
+    if variant in ("untracked", "hook"):
         for i in range(steps):
             timed(i)
-        print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3}))
+        print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": False}))
         return
     import vramtrace._trackobs as trackobs
     import vramtrace.torch as vtt
@@ -97,31 +117,41 @@ def main() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
-    got: dict = {v: [] for v in VARIANTS}
+    variants = VARIANTS
+    build_dir = tempfile.mkdtemp(prefix="vt-hook-floor-")
+    try:
+        env[HOOK_ENV] = build_hook(build_dir)
+    except Exception as exc:   # noqa: BLE001 - no compiler: the other rows still mean something
+        print(f"bench_track_parts: no hook row (hook_floor.cpp did not build: {exc})")
+        variants = tuple(v for v in VARIANTS if v != "hook")
+    got: dict = {v: [] for v in variants}
     for _ in range(rounds):
-        for v in VARIANTS:
+        for v in variants:
             r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--child",
                                 v, str(steps)], env=env, capture_output=True, text=True,
                                timeout=900)
             if r.returncode != 0:
                 sys.exit(f"bench_track_parts: {v} failed:\n{r.stderr[-2000:]}")
             res = json.loads(r.stdout.strip().splitlines()[-1])
-            if v != "untracked" and not res["observer"]:
+            if v not in ("untracked", "hook") and not res["observer"]:
                 sys.exit(f"bench_track_parts: {v} did not use the op observer")
             got[v].append(res["cpu_ms"])
     print(f"simulated CUDA device, bench_track's small loop, {steps} steps per process, "
           f"{rounds} rounds: CPU ms a step (the median process, min-max), the median "
           f"over rounds of the ratio to untracked, and what the row adds to the one above")
     print(f"{'variant':<12}{'ms/step':>20}{'ratio':>8}{'adds ms':>9}")
-    med = {v: statistics.median(got[v]) for v in VARIANTS}
+    shutil.rmtree(build_dir, ignore_errors=True)
+    med = {v: statistics.median(got[v]) for v in variants}
     ratio = {v: statistics.median(a / b for a, b in zip(got[v], got["untracked"]))
-             for v in VARIANTS}
-    for i, v in enumerate(VARIANTS):
+             for v in variants}
+    for i, v in enumerate(variants):
         ms = sorted(got[v])
-        adds = f"{med[v] - med[VARIANTS[i - 1]]:+.3f}" if i else ""
+        adds = f"{med[v] - med[variants[i - 1]]:+.3f}" if i else ""
         print(f"{v:<12}{f'{med[v]:.3f} ({ms[0]:.3f}-{ms[-1]:.3f})':>20}{ratio[v]:>7.2f}x"
               f"{adds:>9}")
-    print(f"RESULT untracked_ms={med['untracked']:.3f} observer_x={ratio['observer']:.2f} "
+    hook = (f"hook_x={ratio['hook']:.2f} hook_ms={med['hook'] - med['untracked']:.3f} "
+            if "hook" in med else "hook_x=none ")
+    print(f"RESULT untracked_ms={med['untracked']:.3f} {hook}observer_x={ratio['observer']:.2f} "
           f"no_marks_x={ratio['no marks']:.2f} tracked_x={ratio['tracked']:.2f} "
           f"observer_ms={med['observer'] - med['untracked']:.3f} "
           f"recording_ms={med['no marks'] - med['observer']:.3f} "
