@@ -145,6 +145,22 @@ out:
     return rc;
 }
 
+/* Every tensor the books hold on storage ``srec`` lives on other memory:
+ * each is recorded anew where it is now (move_tensor()). */
+int move_tensors(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+{
+    if (PySet_GET_SIZE(SREC(srec)->tids) == 0)
+        return 0;
+    PyObject *moved = PySequence_List(SREC(srec)->tids);
+    if (moved == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(moved); i++)
+        rc = move_tensor(d, PyList_GET_ITEM(moved, i), stack_obj);
+    Py_DECREF(moved);
+    return rc;
+}
+
 /* What the books hold of storage ``srec`` compared with the storage
  * itself, read through its weak handle: gone, it ends; on new memory
  * (resize_, resize_(0)), the old memory's life ends here, the new memory is
@@ -171,12 +187,5 @@ int check_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj, int force)
     s->nbytes = now[1];
     if (s->nbytes > 0 && s->ptr != 0 && s->external && declare(d, srec, stack_obj) < 0)
         return -1;
-    PyObject *moved = PySequence_List(s->tids);
-    if (moved == NULL)
-        return -1;
-    int rc = 0;
-    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(moved); i++)
-        rc = move_tensor(d, PyList_GET_ITEM(moved, i), stack_obj);
-    Py_DECREF(moved);
-    return rc;
+    return move_tensors(d, srec, stack_obj);
 }

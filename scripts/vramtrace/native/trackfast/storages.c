@@ -148,7 +148,7 @@ int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
     StorageRec *s = SREC(srec);
     int rc = -1;
     PyObject *storages = book(d, BOOK_STORAGES);
-    PyObject *weak = NULL, *moved = NULL;
+    PyObject *weak = NULL;
     if (storages == NULL)
         goto out;
     PyObject *cur = PyDict_GetItemWithError(storages, s->skey);
@@ -167,19 +167,10 @@ int end_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
         Py_XDECREF(r);
     }
     s->weak = 0;
-    if (PySet_GET_SIZE(s->tids) > 0) {
-        moved = PySequence_List(s->tids);
-        if (moved == NULL)
-            goto out;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(moved); i++)
-            if (move_tensor(d, PyList_GET_ITEM(moved, i), stack_obj) < 0)
-                goto out;
-    }
-    rc = 0;
+    rc = move_tensors(d, srec, stack_obj);
 out:
     Py_XDECREF(storages);
     Py_XDECREF(weak);
-    Py_XDECREF(moved);
     return rc;
 }
 

@@ -294,6 +294,7 @@ int overlapped(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 int leave_twins(Dispatcher *d, PyObject *srec);
 int check_storage(Dispatcher *d, PyObject *srec, PyObject *stack_obj, int force);
 int move_tensor(Dispatcher *d, PyObject *rec, PyObject *stack_obj);
+int move_tensors(Dispatcher *d, PyObject *srec, PyObject *stack_obj);
 
 /* tensors.c */
 /* track()'s ``said_base``: what the trace is told of its base (NULL: its
