@@ -24,9 +24,13 @@ and the median over rounds of its ratio to the same round's untracked
 process. The differences between rows are the parts: the observer's, the
 recording's and the mark's, above PyTorch's own (the hook's). Without a
 C++ compiler for torch.utils.cpp_extension the hook row is left out (said
-so). Prints one RESULT line; asserts nothing about speed.
+so). --pin CPU runs each process on that one CPU (all its threads), as
+bench_track.py's --device-pin: on a shared 2-core machine an unpinned
+untracked step is bimodal (its threads waking each other across cores), and
+the rows' differences are smaller than that. Prints one RESULT line; asserts
+nothing about speed.
 
-    python bench_track_parts.py [--steps N] [--rounds N] [--simrun PATH]
+    python bench_track_parts.py [--steps N] [--rounds N] [--simrun PATH] [--pin CPU]
         (needs torch and VRAMTRACE_LIB; simrun by --simrun or VRAMTRACE_SIMRUN)
 """
 
@@ -55,7 +59,9 @@ def build_hook(build_dir: str) -> str:
     return os.path.join(build_dir, "hook_floor.so")
 
 
-def child(variant: str, steps: int) -> None:
+def child(variant: str, steps: int, pin: int) -> None:
+    if pin >= 0:
+        os.sched_setaffinity(0, {pin})   # before torch starts a thread: all inherit it
     sys.path.insert(0, SCRIPTS)
     sys.path.insert(0, HERE)
     import torch
@@ -99,12 +105,13 @@ def child(variant: str, steps: int) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], int(sys.argv[3]))
+        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else -1)
         return
 
     def opt(flag: str, default: str) -> str:
         return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
     steps, rounds = int(opt("--steps", "600")), int(opt("--rounds", "3"))
+    pin = int(opt("--pin", "-1"))
     simrun = opt("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
     try:
         import torch  # noqa: F401
@@ -128,7 +135,7 @@ def main() -> None:
     for _ in range(rounds):
         for v in variants:
             r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--child",
-                                v, str(steps)], env=env, capture_output=True, text=True,
+                                v, str(steps), str(pin)], env=env, capture_output=True, text=True,
                                timeout=900)
             if r.returncode != 0:
                 sys.exit(f"bench_track_parts: {v} failed:\n{r.stderr[-2000:]}")
@@ -138,7 +145,8 @@ def main() -> None:
             got[v].append(res["cpu_ms"])
     print(f"simulated CUDA device, bench_track's small loop, {steps} steps per process, "
           f"{rounds} rounds: CPU ms a step (the median process, min-max), the median "
-          f"over rounds of the ratio to untracked, and what the row adds to the one above")
+          f"over rounds of the ratio to untracked, and what the row adds to the one above"
+          + (f"; every process on CPU {pin} alone" if pin >= 0 else ""))
     print(f"{'variant':<12}{'ms/step':>20}{'ratio':>8}{'adds ms':>9}")
     shutil.rmtree(build_dir, ignore_errors=True)
     med = {v: statistics.median(got[v]) for v in variants}
