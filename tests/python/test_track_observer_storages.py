@@ -399,6 +399,10 @@ def test_a_base_only_its_views_keep_is_dropped_at_the_next_mark(real_lib, observ
         views = {r.tid for s in tr._storages.values() for r in s.tids if r.base}
         first_bases = {r.base for s in tr._storages.values() for r in s.tids
                        if r.tid in (ids[2], ids[3])}
+        # a dropped base lives on (its views hold it) but leaves the index of
+        # live tensors with its record; a named one stays
+        indexed = [id(kept[0]._base) in tr._by_obj, id(named["base"]) in tr._by_obj]
+    assert indexed == [False, True]
     assert tr.errors == 0 and all(ids)
     assert ids[0] in owners and ids[1] in owners          # named: kept in the books
     assert not first_bases & owners, (first_bases, owners)   # the dropped ones: gone
