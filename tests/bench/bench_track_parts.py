@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -79,13 +78,17 @@ def child(variant: str, steps: int, pin: int) -> None:
         step(i)
         torch.cuda.synchronize()
         cpu.append(time.process_time() - c0)
+    hook = None
     if variant == "hook":
         import ctypes
-        ctypes.CDLL(os.environ[HOOK_ENV]).hook_floor_start()
+        hook = ctypes.CDLL(os.environ[HOOK_ENV])
+        hook.hook_floor_calls.restype = ctypes.c_ulonglong
+        hook.hook_floor_start()
     if variant in ("untracked", "hook"):
         for i in range(steps):
             timed(i)
-        print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": False}))
+        print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": False,
+                          "hook_calls": hook.hook_floor_calls() / steps if hook else 0}))
         return
     import vramtrace._trackobs as trackobs
     import vramtrace.torch as vtt
@@ -124,14 +127,23 @@ def main() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
-    variants = VARIANTS
-    build_dir = tempfile.mkdtemp(prefix="vt-hook-floor-")
-    try:
-        env[HOOK_ENV] = build_hook(build_dir)
-    except Exception as exc:   # noqa: BLE001 - no compiler: the other rows still mean something
-        print(f"bench_track_parts: no hook row (hook_floor.cpp did not build: {exc})")
-        variants = tuple(v for v in VARIANTS if v != "hook")
+    with tempfile.TemporaryDirectory(prefix="vt-hook-floor-") as build_dir:
+        variants = VARIANTS
+        try:
+            env[HOOK_ENV] = build_hook(build_dir)
+        except Exception as exc:   # noqa: BLE001 - no compiler: the other rows still mean something
+            print(f"bench_track_parts: no hook row (hook_floor.cpp did not build: {exc})")
+            variants = tuple(v for v in VARIANTS if v != "hook")
+        got, hook_calls = measure(simrun, env, variants, steps, rounds, pin)
+    report(got, variants, steps, rounds, pin, hook_calls)
+
+
+def measure(simrun: str, env: dict, variants: tuple, steps: int, rounds: int,
+            pin: int) -> tuple:
+    """{variant: [CPU ms a step, a process each round]}, and the hook's calls
+    a step (0 without a hook row)."""
     got: dict = {v: [] for v in variants}
+    hook_calls = 0.0
     for _ in range(rounds):
         for v in variants:
             r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--child",
@@ -142,13 +154,21 @@ def main() -> None:
             res = json.loads(r.stdout.strip().splitlines()[-1])
             if v not in ("untracked", "hook") and not res["observer"]:
                 sys.exit(f"bench_track_parts: {v} did not use the op observer")
+            if v == "hook" and res["hook_calls"] == 0:
+                sys.exit("bench_track_parts: the hook saw no op (installed nowhere?)")
+            hook_calls = res.get("hook_calls") or hook_calls
             got[v].append(res["cpu_ms"])
+    return got, hook_calls
+
+
+def report(got: dict, variants: tuple, steps: int, rounds: int, pin: int,
+           hook_calls: float) -> None:
+    """The table and the RESULT line."""
     print(f"simulated CUDA device, bench_track's small loop, {steps} steps per process, "
           f"{rounds} rounds: CPU ms a step (the median process, min-max), the median "
           f"over rounds of the ratio to untracked, and what the row adds to the one above"
           + (f"; every process on CPU {pin} alone" if pin >= 0 else ""))
     print(f"{'variant':<12}{'ms/step':>20}{'ratio':>8}{'adds ms':>9}")
-    shutil.rmtree(build_dir, ignore_errors=True)
     med = {v: statistics.median(got[v]) for v in variants}
     ratio = {v: statistics.median(a / b for a, b in zip(got[v], got["untracked"]))
              for v in variants}
@@ -158,6 +178,7 @@ def main() -> None:
         print(f"{v:<12}{f'{med[v]:.3f} ({ms[0]:.3f}-{ms[-1]:.3f})':>20}{ratio[v]:>7.2f}x"
               f"{adds:>9}")
     hook = (f"hook_x={ratio['hook']:.2f} hook_ms={med['hook'] - med['untracked']:.3f} "
+            f"hook_calls_per_step={hook_calls:.0f} "
             if "hook" in med else "hook_x=none ")
     print(f"RESULT untracked_ms={med['untracked']:.3f} {hook}observer_x={ratio['observer']:.2f} "
           f"no_marks_x={ratio['no marks']:.2f} tracked_x={ratio['tracked']:.2f} "
