@@ -294,10 +294,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     for (Py_ssize_t i = 0; i < ins.n; i++) {
         PyObject *t = ins.items[i];
         PyObject *rec = record_of(by_obj, t);
-        if (rec != NULL && !is_tensor_rec(rec)) {
-            Py_DECREF(rec);
+        if (rec == NULL && PyErr_Occurred())
             goto loop_fail;
-        }
         if (rec != NULL && moved(rec, facts ? &facts[i] : NULL)) {
             /* recorded anew on its memory now, with this op's stack (its
              * TENSOR_NEW is its use here) */
@@ -342,10 +340,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
     for (Py_ssize_t i = 0; i < outs.n; i++) {
         PyObject *t = outs.items[i];
         PyObject *rec = record_of(by_obj, t);
-        if (rec != NULL && !is_tensor_rec(rec)) {
-            Py_DECREF(rec);
+        if (rec == NULL && PyErr_Occurred())
             goto loop_fail;
-        }
         if (rec != NULL && reshaping) {   /* set_, resize_: maybe other memory */
             PyObject *now = reshaped(d, t, rec, stack_obj);
             Py_DECREF(rec);
@@ -603,6 +599,8 @@ int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t st
         goto out;
     by_obj = book(d, BOOK_BY_OBJ);
     storages = book(d, BOOK_STORAGES);
+    if (by_obj == NULL || storages == NULL)
+        goto out;
     for (; nrecs < n; nrecs++) {
         PyObject *rec = record_of(by_obj, (PyObject *)objs[nrecs]);
         if (rec == NULL) {
@@ -610,11 +608,6 @@ int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t st
             goto out;
         }
         recs[nrecs] = rec;
-        if (!is_tensor_rec(rec)) {
-            nrecs++;
-            PyErr_SetString(PyExc_RuntimeError, "a tensor's books hold no tensor record");
-            goto out;
-        }
     }
     d->ops++;
     d->uses_only++;

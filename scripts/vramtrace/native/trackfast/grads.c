@@ -106,8 +106,6 @@ static int follow(Dispatcher *d, PyObject *t, PyObject *rec, long long epoch,
         rc = PyErr_Occurred() ? -1 : str_starts(TREC(rec)->name, "parameter");
         goto out;
     }
-    if (!is_tensor_rec(grec))
-        goto out;
     TensorRec *gr = TREC(grec);
     if (gr->tid == 0) {
         rc = str_starts(TREC(rec)->name, "parameter");
@@ -259,7 +257,7 @@ static int follow_one(Dispatcher *d, PyObject *by_obj, PyObject *storages, PyObj
     if (rec == NULL)
         return PyErr_Occurred() ? -1 : 0;   /* dead, or not tracked */
     int rc = -1;
-    if (!is_tensor_rec(rec) || TREC(rec)->tid == 0) {
+    if (TREC(rec)->tid == 0) {
         rc = 0;   /* not recorded (yet) */
         goto out;
     }

@@ -164,32 +164,29 @@ static int dispatcher_init(Dispatcher *d, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* Its own references, then the books' containers (an array of them), then
+ * the op cache's slots. */
+static const Py_ssize_t dispatcher_owned[] = {
+    offsetof(Dispatcher, tracker),   offsetof(Dispatcher, intern_frame),
+    offsetof(Dispatcher, codes),     offsetof(Dispatcher, use_count),
+    offsetof(Dispatcher, holders),   offsetof(Dispatcher, targeted),
+    offsetof(Dispatcher, free_weak_ref), offsetof(Dispatcher, life_now),
+};
+
 static int dispatcher_traverse(Dispatcher *d, visitproc visit, void *arg)
 {
-    Py_VISIT(d->tracker);
-    Py_VISIT(d->intern_frame);
-    Py_VISIT(d->codes);
-    Py_VISIT(d->use_count);
-    Py_VISIT(d->holders);
-    Py_VISIT(d->targeted);
-    Py_VISIT(d->free_weak_ref);
-    Py_VISIT(d->life_now);
-    for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
+    int rc = visit_owned((PyObject *)d, dispatcher_owned, NOWNED(dispatcher_owned), visit, arg);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < NOWNED(d->containers); i++)
         Py_VISIT(d->containers[i]);
     return op_cache_traverse(d->op_cache, visit, arg);
 }
 
 static int dispatcher_clear(Dispatcher *d)
 {
-    Py_CLEAR(d->tracker);
-    Py_CLEAR(d->intern_frame);
-    Py_CLEAR(d->codes);
-    Py_CLEAR(d->use_count);
-    Py_CLEAR(d->holders);
-    Py_CLEAR(d->targeted);
-    Py_CLEAR(d->free_weak_ref);
-    Py_CLEAR(d->life_now);
-    for (size_t i = 0; i < sizeof d->containers / sizeof d->containers[0]; i++)
+    clear_owned((PyObject *)d, dispatcher_owned, NOWNED(dispatcher_owned));
+    for (size_t i = 0; i < NOWNED(d->containers); i++)
         Py_CLEAR(d->containers[i]);
     op_cache_clear(d->op_cache);
     return 0;
@@ -570,40 +567,45 @@ static PyObject *dispatcher_track(Dispatcher *d, PyObject *const *argv, Py_ssize
     return rec;
 }
 
-/* Dispatcher.drop(rec, stack=None): tensor record ``rec`` ends (its
- * storage's release, if it was the last, at stack id ``stack``; None:
- * captured here). */
-static PyObject *dispatcher_drop(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+/* A rule on one record (``is_rec`` checks its type), with the stack id
+ * where it happens (None: captured here). */
+static PyObject *record_rule(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs,
+                             int (*is_rec)(PyObject *),
+                             int (*rule)(Dispatcher *, PyObject *, PyObject *), const char *call)
 {
-    static const char call[] = "drop(rec: TensorRec, stack: int = None)";
     if (books_args(d, nargs, 1, 2, call) < 0)
         return NULL;
-    if (!is_tensor_rec(argv[0]))
+    if (!is_rec(argv[0]))
         return rule_done(-1, call);
-    return rule_done(drop(d, argv[0], nargs == 2 ? argv[1] : Py_None), call);
+    return rule_done(rule(d, argv[0], nargs == 2 ? argv[1] : Py_None), call);
+}
+
+/* Dispatcher.drop(rec, stack=None): tensor record ``rec`` ends (its
+ * storage's release, if it was the last). */
+static PyObject *dispatcher_drop(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
+{
+    return record_rule(d, argv, nargs, is_tensor_rec, drop,
+                       "drop(rec: TensorRec, stack: int = None)");
 }
 
 /* Dispatcher.check_storage(srec, stack=None) and move_tensor(rec, stack=None):
  * a mark's sweep found a storage gone or on other memory, a tensor on
- * another storage (storage_turns.c); ``stack``: where (None: captured). */
+ * another storage (storage_turns.c). */
+static int check_storage_found(Dispatcher *d, PyObject *srec, PyObject *stack_obj)
+{
+    return check_storage(d, srec, stack_obj, 0);
+}
+
 static PyObject *dispatcher_check_storage(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    static const char call[] = "check_storage(srec: StorageRec, stack: int = None)";
-    if (books_args(d, nargs, 1, 2, call) < 0)
-        return NULL;
-    if (!is_storage_rec(argv[0]))
-        return rule_done(-1, call);
-    return rule_done(check_storage(d, argv[0], nargs == 2 ? argv[1] : Py_None, 0), call);
+    return record_rule(d, argv, nargs, is_storage_rec, check_storage_found,
+                       "check_storage(srec: StorageRec, stack: int = None)");
 }
 
 static PyObject *dispatcher_move_tensor(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
 {
-    static const char call[] = "move_tensor(rec: TensorRec, stack: int = None)";
-    if (books_args(d, nargs, 1, 2, call) < 0)
-        return NULL;
-    if (!is_tensor_rec(argv[0]))
-        return rule_done(-1, call);
-    return rule_done(move_tensor(d, argv[0], nargs == 2 ? argv[1] : Py_None), call);
+    return record_rule(d, argv, nargs, is_tensor_rec, move_tensor,
+                       "move_tensor(rec: TensorRec, stack: int = None)");
 }
 
 static PyMethodDef dispatcher_methods[] = {

@@ -70,30 +70,12 @@ static int tensor_rec_init(TensorRec *r, PyObject *args, PyObject *kwds)
     return tensor_rec_set_pend_attr(r, pend, NULL);
 }
 
-static int tensor_rec_traverse(TensorRec *r, visitproc visit, void *arg)
-{
-    Py_VISIT(r->skey);
-    Py_VISIT(r->ref);
-    Py_VISIT(r->name);
-    Py_VISIT(r->pend_stack);
-    return 0;
-}
+static const Py_ssize_t tensor_rec_owned[] = {
+    offsetof(TensorRec, skey), offsetof(TensorRec, ref), offsetof(TensorRec, name),
+    offsetof(TensorRec, pend_stack),
+};
 
-static int tensor_rec_clear(TensorRec *r)
-{
-    Py_CLEAR(r->skey);
-    Py_CLEAR(r->ref);
-    Py_CLEAR(r->name);
-    Py_CLEAR(r->pend_stack);
-    return 0;
-}
-
-static void tensor_rec_dealloc(TensorRec *r)
-{
-    PyObject_GC_UnTrack(r);
-    tensor_rec_clear(r);
-    Py_TYPE(r)->tp_free((PyObject *)r);
-}
+OWNED_GC_SLOTS(tensor_rec, tensor_rec_owned)
 
 static PyMemberDef tensor_rec_members[] = {
     {"tid", T_ULONGLONG, offsetof(TensorRec, tid), 0, "recorder tensor id, 0 until recorded"},
@@ -119,9 +101,9 @@ PyTypeObject TensorRecType = {
     .tp_doc = "TensorRec(skey, name, base, pend): the books' record of a tracked tensor",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)tensor_rec_init,
-    .tp_dealloc = (destructor)tensor_rec_dealloc,
-    .tp_traverse = (traverseproc)tensor_rec_traverse,
-    .tp_clear = (inquiry)tensor_rec_clear,
+    .tp_dealloc = dealloc_owned,
+    .tp_traverse = tensor_rec_traverse,
+    .tp_clear = tensor_rec_clear,
     .tp_members = tensor_rec_members,
     .tp_getset = tensor_rec_getset,
 };
@@ -139,6 +121,25 @@ PyObject *new_tensor_rec(PyObject *skey, PyObject *name, uint64_t base, uint64_t
     r->ref = Py_NewRef(Py_None);
     tensor_rec_set_pend(r, ptr, nbytes, stack_obj);
     return (PyObject *)r;
+}
+
+/* Book ``which``'s records, each checked by ``is_rec``, those ``keep`` says
+ * yes to (it may run Python: a snapshot of the values is walked, as deaths
+ * may change the dict meanwhile). A new list, NULL with an error set. */
+PyObject *book_filter(Dispatcher *d, int which, int (*is_rec)(PyObject *),
+                      int (*keep)(Dispatcher *, PyObject *))
+{
+    PyObject *dict = book(d, which);
+    PyObject *all = dict ? PyDict_Values(dict) : NULL;
+    Py_XDECREF(dict);
+    PyObject *out = all ? PyList_New(0) : NULL;
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
+        PyObject *rec = PyList_GET_ITEM(all, i);
+        if (!is_rec(rec) || (keep(d, rec) && PyList_Append(out, rec) < 0))
+            Py_CLEAR(out);
+    }
+    Py_XDECREF(all);
+    return out;
 }
 
 int is_tensor_rec(PyObject *o)
@@ -187,30 +188,12 @@ static int storage_rec_init(StorageRec *s, PyObject *args, PyObject *kwds)
     return 0;
 }
 
-static int storage_rec_traverse(StorageRec *s, visitproc visit, void *arg)
-{
-    Py_VISIT(s->tids);
-    Py_VISIT(s->skey);
-    Py_VISIT(s->twins);
-    Py_VISIT(s->gone_stack);
-    return 0;
-}
+static const Py_ssize_t storage_rec_owned[] = {
+    offsetof(StorageRec, tids), offsetof(StorageRec, skey), offsetof(StorageRec, twins),
+    offsetof(StorageRec, gone_stack),
+};
 
-static int storage_rec_clear(StorageRec *s)
-{
-    Py_CLEAR(s->tids);
-    Py_CLEAR(s->skey);
-    Py_CLEAR(s->twins);
-    Py_CLEAR(s->gone_stack);
-    return 0;
-}
-
-static void storage_rec_dealloc(StorageRec *s)
-{
-    PyObject_GC_UnTrack(s);
-    storage_rec_clear(s);
-    Py_TYPE(s)->tp_free((PyObject *)s);
-}
+OWNED_GC_SLOTS(storage_rec, storage_rec_owned)
 
 static PyMemberDef storage_rec_members[] = {
     {"ptr", T_ULONGLONG, offsetof(StorageRec, ptr), 0, "its memory's address"},
@@ -248,9 +231,9 @@ PyTypeObject StorageRecType = {
               "the books' record of a storage",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)storage_rec_init,
-    .tp_dealloc = (destructor)storage_rec_dealloc,
-    .tp_traverse = (traverseproc)storage_rec_traverse,
-    .tp_clear = (inquiry)storage_rec_clear,
+    .tp_dealloc = dealloc_owned,
+    .tp_traverse = storage_rec_traverse,
+    .tp_clear = storage_rec_clear,
     .tp_members = storage_rec_members,
 };
 
@@ -467,12 +450,15 @@ int flush(Dispatcher *d)
 }
 
 /* The record of tensor ``t`` in ``by_obj`` (the books' id(tensor) -> TensorRec)
- * if tracked (a new reference); NULL if not, or with an exception. */
+ * if tracked (a new reference); NULL if not, or with an exception (the
+ * books hold something else for it). */
 PyObject *record_of(PyObject *by_obj, PyObject *t)
 {
     PyObject *key = PyLong_FromVoidPtr(t);
     PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
     Py_XDECREF(key);
+    if (rec != NULL && !is_tensor_rec(rec))
+        return NULL;
     Py_XINCREF(rec);
     return rec;
 }

@@ -341,24 +341,14 @@ static int storage_changed(Dispatcher *d, PyObject *srec)
  * handle that are gone or on other memory than the books say (resize_ or
  * set_ through a storage object: no op the mode sees). check_storage()
  * acts on each; the others, nearly all, need nothing. A new list. */
+static int storage_to_check(Dispatcher *d, PyObject *srec)
+{
+    return SREC(srec)->weak ? (d->life_now ? storage_changed(d, srec) : 1) : 0;
+}
+
 PyObject *storages_to_check(Dispatcher *d)
 {
-    PyObject *storages = book(d, BOOK_STORAGES);
-    PyObject *all = storages ? PyDict_Values(storages) : NULL;   /* deaths may change the dict */
-    Py_XDECREF(storages);
-    PyObject *out = all ? PyList_New(0) : NULL;
-    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
-        PyObject *srec = PyList_GET_ITEM(all, i);
-        if (!is_storage_rec(srec)) {
-            Py_CLEAR(out);
-            break;
-        }
-        int changed = SREC(srec)->weak ? (d->life_now ? storage_changed(d, srec) : 1) : 0;
-        if (changed && PyList_Append(out, srec) < 0)
-            Py_CLEAR(out);
-    }
-    Py_XDECREF(all);
-    return out;
+    return book_filter(d, BOOK_STORAGES, is_storage_rec, storage_to_check);
 }
 
 /* The next of the books' storages (PyDict_Next over them, nothing else

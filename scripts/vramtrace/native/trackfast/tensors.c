@@ -16,28 +16,11 @@ typedef struct {
 static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames);
 
-static int death_call_traverse(DeathCall *c, visitproc visit, void *arg)
-{
-    Py_VISIT(c->d);
-    Py_VISIT(c->rec);
-    Py_VISIT(c->key);
-    return 0;
-}
+static const Py_ssize_t death_call_owned[] = {
+    offsetof(DeathCall, d), offsetof(DeathCall, rec), offsetof(DeathCall, key),
+};
 
-static int death_call_clear(DeathCall *c)
-{
-    Py_CLEAR(c->d);
-    Py_CLEAR(c->rec);
-    Py_CLEAR(c->key);
-    return 0;
-}
-
-static void death_call_dealloc(DeathCall *c)
-{
-    PyObject_GC_UnTrack(c);
-    death_call_clear(c);
-    Py_TYPE(c)->tp_free((PyObject *)c);
-}
+OWNED_GC_SLOTS(death_call, death_call_owned)
 
 PyTypeObject DeathCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -47,9 +30,9 @@ PyTypeObject DeathCallType = {
     .tp_doc = "weakref callback: a tracked tensor died",
     .tp_vectorcall_offset = offsetof(DeathCall, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_dealloc = (destructor)death_call_dealloc,
-    .tp_traverse = (traverseproc)death_call_traverse,
-    .tp_clear = (inquiry)death_call_clear,
+    .tp_dealloc = dealloc_owned,
+    .tp_traverse = death_call_traverse,
+    .tp_clear = death_call_clear,
 };
 
 static PyObject *new_death_call(Dispatcher *d, PyObject *rec, PyObject *key)
@@ -612,47 +595,38 @@ static PyObject *death_call(PyObject *self, PyObject *const *args, size_t nargsf
  * outside any op the mode sees). torch._C._storage_id tells without making
  * a storage object; without it every live tensor is a candidate. The
  * Python rule decides for each. A new list. */
+static int may_have_moved(Dispatcher *d, PyObject *rec)
+{
+    PyObject *ref = TREC(rec)->ref ? TREC(rec)->ref : Py_None;
+    PyObject *t = PyWeakref_Check(ref) ? PyWeakref_GetObject(ref) : NULL;   /* borrowed */
+    int candidate = 0;
+    uint64_t key;
+    if (ref == Py_None || t == Py_None) {
+        candidate = 0;   /* renamed, or dead: nothing to compare */
+    } else if (t == NULL) {
+        PyErr_Clear();
+        candidate = 1;
+    } else if (d->storage_key != NULL && d->storage_key(tensor_impl_of(t), &key) == 1) {
+        /* the observer's read, no Python call: the same key */
+        unsigned long long was = PyLong_AsUnsignedLongLong(TREC(rec)->skey);
+        candidate = (was == (unsigned long long)-1 && PyErr_Occurred()) || was != key;
+        PyErr_Clear();
+    } else if (storage_id_fn == NULL) {
+        candidate = 1;
+    } else {
+        Py_INCREF(t);
+        PyObject *id = PyObject_CallOneArg(storage_id_fn, t);
+        Py_DECREF(t);
+        candidate = id ? PyObject_RichCompareBool(id, TREC(rec)->skey, Py_NE) : 1;
+        if (candidate < 0)
+            candidate = 1;
+        PyErr_Clear();
+        Py_XDECREF(id);
+    }
+    return candidate;
+}
+
 PyObject *tensors_to_check(Dispatcher *d)
 {
-    PyObject *by_tid = book(d, BOOK_BY_TID);
-    PyObject *all = by_tid ? PyDict_Values(by_tid) : NULL;
-    Py_XDECREF(by_tid);
-    PyObject *out = all ? PyList_New(0) : NULL;
-    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
-        PyObject *rec = PyList_GET_ITEM(all, i);
-        if (!is_tensor_rec(rec)) {
-            Py_CLEAR(out);
-            break;
-        }
-        PyObject *ref = TREC(rec)->ref ? TREC(rec)->ref : Py_None;
-        PyObject *t = PyWeakref_Check(ref) ? PyWeakref_GetObject(ref) : NULL;   /* borrowed */
-        int candidate = 0;
-        uint64_t key;
-        if (ref == Py_None || t == Py_None) {
-            candidate = 0;   /* renamed, or dead: nothing to compare */
-        } else if (t == NULL) {
-            PyErr_Clear();
-            candidate = 1;
-        } else if (d->storage_key != NULL && d->storage_key(tensor_impl_of(t), &key) == 1) {
-            /* the observer's read, no Python call: the same key */
-            unsigned long long was = PyLong_AsUnsignedLongLong(TREC(rec)->skey);
-            candidate = (was == (unsigned long long)-1 && PyErr_Occurred()) || was != key;
-            PyErr_Clear();
-        } else if (storage_id_fn == NULL) {
-            candidate = 1;
-        } else {
-            Py_INCREF(t);
-            PyObject *id = PyObject_CallOneArg(storage_id_fn, t);
-            Py_DECREF(t);
-            candidate = id ? PyObject_RichCompareBool(id, TREC(rec)->skey, Py_NE) : 1;
-            if (candidate < 0)
-                candidate = 1;
-            PyErr_Clear();
-            Py_XDECREF(id);
-        }
-        if (candidate && PyList_Append(out, rec) < 0)
-            Py_CLEAR(out);
-    }
-    Py_XDECREF(all);
-    return out;
+    return book_filter(d, BOOK_BY_TID, is_tensor_rec, may_have_moved);
 }

@@ -8,6 +8,7 @@
  *   storages.c  storages into and out of the books (host ones declared)
  *   storage_turns.c  their rare turns: memory reused, twins, new memory, a tensor moved
  *   records.c   the books' record types (TensorRec, StorageRec); a tensor's TENSOR_NEW
+ *   owned.c     the references each of our types owns, visited and cleared from one list
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
  *   lent.c      the frames to lend engine threads, readable without the GIL
  *   op_cache.c  an op's meta and its outputs' names, in C in front of the books
@@ -244,6 +245,24 @@ static inline void add_busy(Dispatcher *d, double began)
     d->busy += now_s() - began;
 }
 
+/* owned.c: a type's owned PyObject fields, a table of their offsets */
+#define NOWNED(table) (sizeof(table) / sizeof(table)[0])
+int visit_owned(PyObject *o, const Py_ssize_t *at, size_t n, visitproc visit, void *arg);
+void clear_owned(PyObject *o, const Py_ssize_t *at, size_t n);
+void dealloc_owned(PyObject *o);
+/* prefix_traverse and prefix_clear, a type's tp_traverse and tp_clear, from
+ * its table of owned offsets (a type that owns nothing else) */
+#define OWNED_GC_SLOTS(prefix, table)                                       \
+    static int prefix##_traverse(PyObject *o, visitproc visit, void *arg)   \
+    {                                                                       \
+        return visit_owned(o, table, NOWNED(table), visit, arg);            \
+    }                                                                       \
+    static int prefix##_clear(PyObject *o)                                  \
+    {                                                                       \
+        clear_owned(o, table, NOWNED(table));                               \
+        return 0;                                                           \
+    }
+
 /* python.c */
 PyObject *call_python(PyObject *fn, PyObject *const *args, size_t nargs);
 PyObject *call_method(PyObject *tracker, PyObject *name, PyObject *const *args, size_t nargs);
@@ -262,6 +281,8 @@ PyObject *new_storage_rec(uint64_t ptr, uint64_t nbytes, long device, long long 
                           PyObject *skey, uint64_t weak);
 int is_tensor_rec(PyObject *o);
 int is_storage_rec(PyObject *o);
+PyObject *book_filter(Dispatcher *d, int which, int (*is_rec)(PyObject *),
+                      int (*keep)(Dispatcher *, PyObject *));
 PyObject *record_of(PyObject *by_obj, PyObject *t);
 int storage_rec_of(PyObject *storages, PyObject *rec, StorageRec **out);
 int record(Dispatcher *d, PyObject *rec, uint64_t *tid);
