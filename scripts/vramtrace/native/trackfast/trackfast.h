@@ -8,7 +8,6 @@
  *   storages.c  storages into and out of the books (host ones declared)
  *   storage_turns.c  their rare turns: memory reused, twins, new memory, a tensor moved
  *   records.c   the books' record types (TensorRec, StorageRec); a tensor's TENSOR_NEW
- *   owned.c     the references each of our types owns, visited and cleared from one list
  *   stacks.c    raw Python stacks -> the library's stack ids, cached
  *   lent.c      the frames to lend engine threads, readable without the GIL
  *   op_cache.c  an op's meta and its outputs' names, in C in front of the books
@@ -245,11 +244,43 @@ static inline void add_busy(Dispatcher *d, double began)
     d->busy += now_s() - began;
 }
 
-/* owned.c: a type's owned PyObject fields, a table of their offsets */
+/* The Python references a type of ours owns (Dispatcher, TensorRec,
+ * StorageRec, DeathCall), named once in a table of their offsets: its
+ * tp_traverse visits that table and its tp_clear drops it, so a field added
+ * to the type cannot be visited and never cleared, or the reverse (a leak,
+ * or a cycle the collector cannot see). Inline: a record's clear runs at
+ * every tracked tensor's death. */
 #define NOWNED(table) (sizeof(table) / sizeof(table)[0])
-int visit_owned(PyObject *o, const Py_ssize_t *at, size_t n, visitproc visit, void *arg);
-void clear_owned(PyObject *o, const Py_ssize_t *at, size_t n);
-void dealloc_owned(PyObject *o);
+
+static inline PyObject **owned_field(PyObject *o, Py_ssize_t at)
+{
+    return (PyObject **)((char *)o + at);
+}
+
+static inline int visit_owned(PyObject *o, const Py_ssize_t *at, size_t n, visitproc visit,
+                              void *arg)
+{
+    for (size_t i = 0; i < n; i++)
+        Py_VISIT(*owned_field(o, at[i]));
+    return 0;
+}
+
+static inline void clear_owned(PyObject *o, const Py_ssize_t *at, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        Py_CLEAR(*owned_field(o, at[i]));
+}
+
+/* tp_dealloc of a GC type that holds nothing but its owned references:
+ * out of the collector's lists first, so its tp_clear runs on no tracked
+ * object. */
+static inline void dealloc_owned(PyObject *o)
+{
+    PyObject_GC_UnTrack(o);
+    Py_TYPE(o)->tp_clear(o);
+    Py_TYPE(o)->tp_free(o);
+}
+
 /* prefix_traverse and prefix_clear, a type's tp_traverse and tp_clear, from
  * its table of owned offsets (a type that owns nothing else) */
 #define OWNED_GC_SLOTS(prefix, table)                                       \
