@@ -461,25 +461,14 @@ HK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 
 /* ---- waits ------------------------------------------------------------------ */
 
-/* As the runtime's (runtime_hooks.c, WAIT_CALL): the frees whose work is
- * done by the end of the wait complete then; `begin` records the fence of
- * the frees of unknown stream before the call. A statically linked
- * runtime's cudaDeviceSynchronize, cudaMemcpy and queries arrive here. */
+/* hooks_internal.h's HK_WAIT, for the driver's entry points: a statically
+ * linked runtime's cudaDeviceSynchronize, cudaMemcpy and queries arrive here. */
 #define WAIT_CALL(e, begin, all, ...)                                          \
     do {                                                                       \
         __typeof__(&e) real_;                                                  \
         REAL(real_, HK_##e);                                                   \
-        if (!real_)                                                            \
-            return CUDA_ERROR_NOT_INITIALIZED;                                 \
-        bool pass_ = PASS();                                                   \
-        HK_ENTER();                                                            \
-        if (!pass_ && (begin))                                                 \
-            vt__alloc_sync_begin(all);                                         \
-        CUresult r_ = real_(__VA_ARGS__);                                      \
-        if (!pass_ && r_ == CUDA_SUCCESS)                                      \
-            vt__alloc_sync_end();                                              \
-        HK_LEAVE();                                                            \
-        return r_;                                                             \
+        HK_WAIT(CUresult, real_, CUDA_ERROR_NOT_INITIALIZED, PASS(), CUDA_SUCCESS, \
+                begin, all, __VA_ARGS__);                                      \
     } while (0)
 
 #define SYNC_CALL(e, all, ...) WAIT_CALL(e, true, all, __VA_ARGS__)

@@ -40,6 +40,32 @@ extern __thread int vt__hk_guard __attribute__((tls_model("initial-exec")));
 #define HK_ENTER() (vt__hk_guard++)
 #define HK_LEAVE() (vt__hk_guard--)
 
+/* The program waits for the device, a stream or an event, through the
+ * runtime or the driver (each file's WAIT_CALL): the frees whose work is
+ * done by then complete now (vt__alloc_sync_begin/end), so what is recorded
+ * as completed is true when the program looks, not late, and the memory is
+ * reusable at once. `begin`: record the fence of the frees of unknown
+ * stream before the call, so that the wait covers it (all: even when one is
+ * in flight); without it the call only looks at the fences after it
+ * succeeded (a query, or a call that may not wait for every stream, must
+ * not have the legacy stream's event in front of it). `real`: the real entry
+ * point (NULL: the hook returns `missing`); `pass`: the call is ours (then
+ * only passed on); `ok`: the API's success. */
+#define HK_WAIT(result_t, real, missing, pass, ok, begin, all, ...)           \
+    do {                                                                       \
+        if (!(real))                                                           \
+            return (missing);                                                  \
+        bool pass_ = (pass);                                                   \
+        HK_ENTER();                                                            \
+        if (!pass_ && (begin))                                                 \
+            vt__alloc_sync_begin(all);                                         \
+        result_t r_ = (real)(__VA_ARGS__);                                     \
+        if (!pass_ && r_ == (ok))                                              \
+            vt__alloc_sync_end();                                              \
+        HK_LEAVE();                                                            \
+        return r_;                                                             \
+    } while (0)
+
 /* Stream handles as the allocator wants them: CU_STREAM_LEGACY (0x1) is the
  * legacy stream, 0; in a _ptsz entry point 0 means the per-thread stream. */
 #define HK_STREAM_PER_THREAD 0x2u

@@ -479,29 +479,13 @@ VT_V13(cudaDeviceReset)
 
 /* ---- waits ------------------------------------------------------------------ */
 
-/* The program waits for the device, a stream or an event: the frees whose
- * work is done by then complete now (vt__alloc_sync_begin/end), so what is
- * recorded as completed is true when the program looks, not late, and the
- * memory is reusable at once. `begin`: record the fence of the frees of
- * unknown stream before the call, so that the wait covers it (all: even
- * when one is in flight); without it the call only looks at the fences
- * after it succeeded (a query, or a call that may not wait for every
- * stream, must not have the legacy stream's event in front of it). */
+/* hooks_internal.h's HK_WAIT, for the runtime's entry points. */
 #define WAIT_CALL(e, begin, all, ...)                                          \
     do {                                                                       \
         __typeof__(&e) f_;                                                     \
         REAL(f_, e);                                                           \
-        if (!f_)                                                               \
-            return rt_fail(cudaErrorInitializationError);                      \
-        bool pass_ = vt__hk_guard != 0;                                        \
-        HK_ENTER();                                                            \
-        if (!pass_ && (begin))                                                 \
-            vt__alloc_sync_begin(all);                                         \
-        cudaError_t r_ = f_(__VA_ARGS__);                                      \
-        if (!pass_ && r_ == cudaSuccess)                                       \
-            vt__alloc_sync_end();                                              \
-        HK_LEAVE();                                                            \
-        return r_;                                                             \
+        HK_WAIT(cudaError_t, f_, rt_fail(cudaErrorInitializationError),        \
+                vt__hk_guard != 0, cudaSuccess, begin, all, __VA_ARGS__);      \
     } while (0)
 
 #define SYNC_CALL(e, all, ...) WAIT_CALL(e, true, all, __VA_ARGS__)
