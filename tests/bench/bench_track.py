@@ -120,6 +120,28 @@ def passthrough_mode(on_op=None):
     return Passthrough()
 
 
+def option(flag: str, default: str) -> str:
+    """The value after ``flag`` on the command line, else ``default``. Also
+    used by bench_track_parts.py."""
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
+
+
+def simrun_option() -> str:
+    """The simulator's runner: --simrun PATH, else $VRAMTRACE_SIMRUN, else
+    "" (no device rows). Also used by bench_track_parts.py."""
+    return option("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
+
+
+def skip_without_torch(bench: str) -> None:
+    """Exits 77 (skipped, to meson) when this Python has no torch. Also used
+    by bench_track_parts.py."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"{bench}: SKIP (no torch in this Python)")
+        sys.exit(77)
+
+
 def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> None:
     sys.path.insert(0, SCRIPTS)
     step = training_step(size, leak)
@@ -343,24 +365,17 @@ def main() -> None:
         device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]),
                      int(sys.argv[5]) if len(sys.argv) > 5 else -1)
         return
-
-    def opt(flag: str, default: str) -> str:
-        return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
-    steps = int(opt("--steps", "60"))
-    runs = int(opt("--runs", "3"))
-    simrun = opt("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("bench_track: SKIP (no torch in this Python)")
-        sys.exit(77)
+    steps = int(option("--steps", "60"))
+    runs = int(option("--runs", "3"))
+    simrun = simrun_option()
+    skip_without_torch("bench_track")
     res: dict = {}
     if "--device-only" not in sys.argv:
         cpu_rows(steps, runs, res)
     dev: dict = {}
     if simrun:
-        dev = device_rows(simrun, int(opt("--device-steps", "100")),
-                          int(opt("--device-rounds", "7")), int(opt("--device-pin", "-1")))
+        dev = device_rows(simrun, int(option("--device-steps", "100")),
+                          int(option("--device-rounds", "7")), int(option("--device-pin", "-1")))
     else:
         print("bench_track: no device rows (no --simrun or VRAMTRACE_SIMRUN)")
     fields = []

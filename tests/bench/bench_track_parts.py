@@ -48,6 +48,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 VARIANTS = ("untracked", "hook", "observer", "no marks", "tracked")
 HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
+sys.path.insert(0, HERE)
+from bench_track import option, simrun_option, skip_without_torch, training_step  # noqa: E402
 
 
 def build_hook(build_dir: str) -> str:
@@ -62,9 +64,7 @@ def child(variant: str, steps: int, pin: int) -> None:
     if pin >= 0:
         os.sched_setaffinity(0, {pin})   # before torch starts a thread: all inherit it
     sys.path.insert(0, SCRIPTS)
-    sys.path.insert(0, HERE)
     import torch
-    from bench_track import training_step
     step = training_step("small", False, "cuda")
     for i in range(5):   # warm-up, untimed
         step(i)
@@ -110,17 +110,10 @@ def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else -1)
         return
-
-    def opt(flag: str, default: str) -> str:
-        return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
-    steps, rounds = int(opt("--steps", "600")), int(opt("--rounds", "3"))
-    pin = int(opt("--pin", "-1"))
-    simrun = opt("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("bench_track_parts: SKIP (no torch in this Python)")
-        sys.exit(77)
+    steps, rounds = int(option("--steps", "600")), int(option("--rounds", "3"))
+    pin = int(option("--pin", "-1"))
+    simrun = simrun_option()
+    skip_without_torch("bench_track_parts")
     if not simrun:
         print("bench_track_parts: SKIP (no --simrun or VRAMTRACE_SIMRUN)")
         sys.exit(77)
