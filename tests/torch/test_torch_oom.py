@@ -41,6 +41,16 @@ def prog(mode: str, snap: str = "", *args: str, run_args: Tuple[str, ...] = (),
     return run(cmd + [sys.executable, PROG, mode, *args], env)
 
 
+def recorded_oom(tmp_path, mode: str, *run_args: str) -> Tuple[str, str]:
+    """oom_prog.py MODE under `vramtrace run RUN_ARGS -o TMP_PATH/MODE.vtsnap`,
+    which must end in PyTorch's OutOfMemoryError (exit 1): the snapshot's
+    path and the program's stderr (run's end included)."""
+    snap = str(tmp_path / f"{mode}.vtsnap")
+    rc, _, err = prog(mode, snap, run_args=run_args)
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    return snap, err
+
+
 def oom_json(path: str) -> dict:
     rc, out, err = run([CLI, "oom", path, "--json"])
     assert rc == 0, err
@@ -52,9 +62,7 @@ def verified(j: dict) -> List[str]:
 
 
 def test_fragmentation_fits_with_expandable_segments_and_the_rerun_fits(tmp_path):
-    snap = str(tmp_path / "frag.vtsnap")
-    rc, out, err = prog("frag", snap)
-    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    snap, err = recorded_oom(tmp_path, "frag")
     # run's end: the short form, naming the checked fix
     assert "the program ran out of device memory: 12 MiB asked" in err, err[-3000:]
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in err, err[-3000:]
@@ -88,9 +96,7 @@ def test_fragmentation_fits_with_expandable_segments_and_the_rerun_fits(tmp_path
 
 
 def test_a_kept_list_fits_only_when_the_flagged_storages_are_freed(tmp_path):
-    snap = str(tmp_path / "leak.vtsnap")
-    rc, out, err = prog("leak", snap, run_args=("--track",))
-    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    snap, err = recorded_oom(tmp_path, "leak", "--track")
     j = oom_json(snap)
     assert j["alive"]["flagged"] >= 5, j["alive"]
     top = j["alive"]["lines"][0]
@@ -116,9 +122,7 @@ def test_a_kept_list_without_track_is_said_to_pile_up_before_the_fixes(tmp_path)
     Found on pytorch/examples' VAE keeping each batch's reconstruction:
     the fixes offered were expandable segments and a bigger device, and
     the never-freed line was said only in `vramtrace oom`'s list."""
-    snap = str(tmp_path / "leak.vtsnap")
-    rc, out, err = prog("leak", snap)
-    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    snap, err = recorded_oom(tmp_path, "leak")
     line = next(i for i, t in enumerate(open(PROG), 1) if "# ACT_LINE" in t)
     piled = next((t for t in err.splitlines() if t.startswith("  piled up before it: ")), "")
     assert f"oom_prog.py:{line}" in piled, err[-3000:]
@@ -132,9 +136,7 @@ def test_a_kept_list_without_track_is_said_to_pile_up_before_the_fixes(tmp_path)
 
 
 def test_activations_held_by_reference_cycles_fit_with_a_gc_collect_before_the_retry(tmp_path):
-    snap = str(tmp_path / "cycle.vtsnap")
-    rc, out, err = prog("cycle", snap, run_args=("--track",))
-    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    snap, _ = recorded_oom(tmp_path, "cycle", "--track")
     j = oom_json(snap)
     # the program's gc.collect() after the OOM freed them: a cycle held each
     assert j["alive"]["flagged"] >= 5, j["alive"]
@@ -177,9 +179,7 @@ def test_an_oom_in_the_first_step_without_track_flags_not_the_models_weights(tmp
 
 
 def test_nothing_but_a_bigger_device_fits(tmp_path):
-    snap = str(tmp_path / "big.vtsnap")
-    rc, out, err = prog("big", snap)
-    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    snap, _ = recorded_oom(tmp_path, "big")
     # reachable from Python, as the command's JSON
     j = vramtrace.oom_report(snap)
     assert j is not None and verified(j) == ["device"], j["fixes"]
@@ -213,9 +213,7 @@ def test_an_oom_after_the_ring_overwrote_the_start_is_explained_as_the_whole_run
     rc, out, whole_err = prog("late", whole)
     assert rc == 1 and "fixes that fit, checked by replaying the run: a device" in whole_err, \
         whole_err[-3000:]
-    snap = str(tmp_path / "late.vtsnap")
-    rc, out, err = prog("late", snap, run_args=("--conf", "max_events:1024"))
-    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    snap, err = recorded_oom(tmp_path, "late", "--conf", "max_events:1024")
     fix = re.search(r"fixes that fit, checked by replaying the run: a device with [\d.]+ MiB",
                     err)
     assert fix and fix.group(0) in whole_err, (err[-3000:], whole_err[-3000:])
