@@ -9,20 +9,16 @@ import os
 import torch
 import torch.distributed as dist
 
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-torch.cuda.set_device(rank)
-model = torch.nn.Linear(64, 64).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+from rank_job import join_on_own_device, model_and_optimizer, summed_over_ranks, train_step
+
+rank = join_on_own_device()
+model, opt = model_and_optimizer()
 kept = []
 for step in range(3):
     out = model(torch.randn(32, 64, device="cuda"))
-    out.sum().backward()
-    opt.step()
-    opt.zero_grad()
+    train_step(out.sum(), opt)
     kept.append(out.detach())
-total = torch.tensor([float(rank)])
-dist.all_reduce(total)
+total = summed_over_ranks(float(rank))
 print(f"rank {rank} of {dist.get_world_size()} pid {os.getpid()} total {float(total)} "
       f"allocated {torch.cuda.memory_allocated()}", flush=True)
 dist.destroy_process_group()

@@ -10,19 +10,15 @@ fixed twin, in the same job). Never imports vramtrace.
 import torch
 import torch.distributed as dist
 
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-torch.cuda.set_device(rank)
-model = torch.nn.Linear(64, 64).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
+from rank_job import join_on_own_device, model_and_optimizer, summed_over_ranks, train_step
+
+rank = join_on_own_device()
+model, opt = model_and_optimizer()
 received = []
 for step in range(8):
     loss = model(torch.randn(32, 64, device="cuda")).square().mean()
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    total = torch.tensor([loss.item()])
-    dist.all_reduce(total)
+    train_step(loss, opt)
+    total = summed_over_ranks(loss.item())
     if rank in (2, 3):
         recv_buf = torch.empty(256 * 1024, device="cuda")
         recv_buf.fill_(float(total))

@@ -11,6 +11,8 @@ The other ranks' stages let it go. Never imports vramtrace.
 import torch
 import torch.distributed as dist
 
+from rank_job import join_on_own_device, summed_over_ranks, train_step
+
 
 class Stage:
     def __init__(self, rank: int) -> None:
@@ -25,16 +27,11 @@ class Stage:
         return act
 
 
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-torch.cuda.set_device(rank)
+rank = join_on_own_device()
 stage = Stage(rank)
 opt = torch.optim.SGD(stage.layer.parameters(), lr=0.1)
 for step in range(8):
     loss = stage.forward(step).square().mean()
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    total = torch.tensor([loss.item()])
-    dist.all_reduce(total)
+    train_step(loss, opt)
+    summed_over_ranks(loss.item())
 dist.destroy_process_group()
