@@ -340,6 +340,16 @@ static sim_device *owner_locked(uintptr_t ptr, sim_block **b)
     return dev;
 }
 
+/* owner_locked, *b left NULL unless ptr is in the block's requested bytes
+ * (of a zero-byte allocation: its address), not in the rest of its span. */
+static sim_device *requested_owner_locked(uintptr_t ptr, sim_block **b)
+{
+    sim_device *dev = owner_locked(ptr, b);
+    if (dev && *b && ptr >= (*b)->addr + ((*b)->req ? (*b)->req : 1))
+        *b = NULL;
+    return dev;
+}
+
 /* Cuts free block `b` `offset` bytes in: returns the block after the cut,
  * linked into address order, or NULL (b unchanged) if out of memory. */
 static sim_block *split_at(sim_block *b, size_t offset)
@@ -556,19 +566,17 @@ CUresult sim_mem_lookup(uintptr_t ptr, sim_device **dev_out, uintptr_t *base,
                         size_t *size, sim_mem_kind *kind)
 {
     sim_block *b;
-    sim_device *dev = owner_locked(ptr, &b);
+    sim_device *dev = requested_owner_locked(ptr, &b);
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (b && ptr < b->addr + (b->req ? b->req : 1)) {
+    if (b) {
         if (dev_out) *dev_out = dev;
         if (base) *base = b->addr;
         if (size) *size = b->req;
         if (kind) *kind = (sim_mem_kind)b->kind;
-        rc = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&dev->mem_lock);
-    return rc;
+    return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static __thread sim_device *release_all_dev;
@@ -727,11 +735,11 @@ CUresult sim_mem_share(uintptr_t ptr, int *ordinal, uintptr_t *base, size_t *siz
                        size_t *span, uint64_t *id)
 {
     sim_block *b;
-    sim_device *dev = owner_locked(ptr, &b);
+    sim_device *dev = requested_owner_locked(ptr, &b);
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_SUCCESS;
-    if (!b || ptr >= b->addr + b->req || b->kind != SIM_MEM_DEVICE)
+    if (!b || b->kind != SIM_MEM_DEVICE)
         rc = CUDA_ERROR_INVALID_VALUE;   /* legacy IPC: cuMemAlloc memory only */
     if (rc == CUDA_SUCCESS && !b->ipc_id) {
         uint64_t nid = sim_ipc_new_id();
