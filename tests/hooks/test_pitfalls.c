@@ -299,59 +299,11 @@ static void CUDART_CB sleep_20ms(void *arg)
     nanosleep(&ts, NULL);
 }
 
-/* A fenced free completes when the program waits for the device, a stream
- * or an event, not at the next allocation: the statistics (and the
- * free-completed events) are true when the program looks. */
-TEST(synchronize_completes_pending_frees)
+/* Blocks allocated or freed but pending since s0: a free's block counts
+ * until the free completes. */
+static int64_t active_since(const vt_stats *s0)
 {
-    cudaStream_t s;
-    cudaEvent_t ev;
-    void *p = NULL, *q = NULL, *r = NULL;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
-    vt_stats s0 = stats();
-    /* unknown stream, the device busy: pending until the device sync */
-    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cudaFree(p), cudaSuccess);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current - s0.active[VT_STAT_ALL].current, 1);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
-    /* freed on a stream other than its own: done at that stream's sync */
-    ASSERT_EQ(cudaMalloc(&q, 4096), cudaSuccess);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cudaFreeAsync(q, s), cudaSuccess);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current - s0.active[VT_STAT_ALL].current, 1);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
-    /* and at an event's */
-    ASSERT_EQ(cudaMalloc(&r, 4096), cudaSuccess);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cudaFreeAsync(r, s), cudaSuccess);
-    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
-    ASSERT_EQ(cudaEventSynchronize(ev), cudaSuccess);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
-    /* the driver's waits, as a statically linked runtime makes them */
-    CUdeviceptr d = 0;
-    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current - s0.active[VT_STAT_ALL].current, 1);
-    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
-    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
-    ASSERT_EQ(cuStreamSynchronize((CUstream)s), CUDA_SUCCESS);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
-    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
-    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
-    ASSERT_EQ(cuEventSynchronize((CUevent)ev), CUDA_SUCCESS);
-    ASSERT_EQ(stats().active[VT_STAT_ALL].current, s0.active[VT_STAT_ALL].current);
-    ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
-    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    return stats().active[VT_STAT_ALL].current - s0->active[VT_STAT_ALL].current;
 }
 
 static int64_t pending_frees(const vt_stats *s0)
@@ -360,6 +312,132 @@ static int64_t pending_frees(const vt_stats *s0)
     vt_stats s = stats();
     return (s.active[VT_STAT_ALL].current - s.allocation[VT_STAT_ALL].current)
            - (s0->active[VT_STAT_ALL].current - s0->allocation[VT_STAT_ALL].current);
+}
+
+/* A fenced free: a 4 KiB block freed while stream s is held busy (20 ms),
+ * pending until the program waits in one of the ways that complete it. */
+typedef enum free_call {
+    RUNTIME_FREE,                        /* cudaFree: no stream, fenced on the device */
+    RUNTIME_FREE_ON_S,                   /* cudaFreeAsync on s, not the block's own stream */
+    DRIVER_FREE,                         /* cuMemFree */
+    DRIVER_FREE_ON_S,                    /* cuMemFreeAsync on s */
+} free_call;
+
+/* The wait: a synchronize or a blocking copy, or a query asked until it
+ * answers success. The event waits are on an event recorded on s right
+ * after the free. */
+typedef enum wait_call {
+    DEVICE_SYNC, STREAM_SYNC, EVENT_SYNC, STREAM_QUERY, EVENT_QUERY,
+    CTX_SYNC, CU_STREAM_SYNC, CU_EVENT_SYNC, CU_COPY, CU_STREAM_QUERY, CU_EVENT_QUERY,
+} wait_call;
+
+typedef struct fenced_free {
+    free_call free;
+    wait_call wait;
+} fenced_free;
+
+/* What the cases of one test share: s, the event, CU_COPY's source (a
+ * device buffer allocated before s0) and the statistics they count from. */
+typedef struct fences {
+    cudaStream_t s;
+    cudaEvent_t  ev;
+    CUdeviceptr  src;
+    vt_stats     s0;
+} fences;
+
+static void free_while_busy(free_call how, cudaStream_t s)
+{
+    void *p = NULL;
+    CUdeviceptr d = 0;
+    if (how == DRIVER_FREE || how == DRIVER_FREE_ON_S)
+        ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    else
+        ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
+    switch (how) {
+    case RUNTIME_FREE:      ASSERT_EQ(cudaFree(p), cudaSuccess); break;
+    case RUNTIME_FREE_ON_S: ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess); break;
+    case DRIVER_FREE:       ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS); break;
+    case DRIVER_FREE_ON_S:  ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS); break;
+    }
+}
+
+/* One answer of `how`: final for a synchronize or a copy; a query's may be
+ * not ready yet. Runtime and driver codes are the same numbers. */
+static int ask(wait_call how, const fences *f)
+{
+    char host[64];
+    switch (how) {
+    case DEVICE_SYNC:     return cudaDeviceSynchronize();
+    case STREAM_SYNC:     return cudaStreamSynchronize(f->s);
+    case EVENT_SYNC:      return cudaEventSynchronize(f->ev);
+    case STREAM_QUERY:    return cudaStreamQuery(f->s);
+    case EVENT_QUERY:     return cudaEventQuery(f->ev);
+    case CTX_SYNC:        return cuCtxSynchronize();
+    case CU_STREAM_SYNC:  return cuStreamSynchronize((CUstream)f->s);
+    case CU_EVENT_SYNC:   return cuEventSynchronize((CUevent)f->ev);
+    case CU_COPY:         return cuMemcpyDtoH(host, f->src, sizeof host);
+    case CU_STREAM_QUERY: return cuStreamQuery((CUstream)f->s);
+    case CU_EVENT_QUERY:  return cuEventQuery((CUevent)f->ev);
+    }
+    return -1;
+}
+
+static bool is_query(wait_call how)
+{
+    return how == STREAM_QUERY || how == EVENT_QUERY || how == CU_STREAM_QUERY ||
+           how == CU_EVENT_QUERY;
+}
+
+static bool on_event(wait_call how)
+{
+    return how == EVENT_SYNC || how == EVENT_QUERY || how == CU_EVENT_SYNC ||
+           how == CU_EVENT_QUERY;
+}
+
+/* cases[0..n) in turn on one stream s created with `stream_flags`: each
+ * block's free is pending (`pending` says 1) once made, and done (0) once
+ * its wait returned success. */
+static void expect_fenced_frees(const fenced_free *cases, size_t n, unsigned stream_flags,
+                                int64_t (*pending)(const vt_stats *s0))
+{
+    fences f;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&f.s, stream_flags), cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&f.ev, cudaEventDisableTiming), cudaSuccess);
+    ASSERT_EQ(cuMemAlloc(&f.src, 4096), CUDA_SUCCESS);
+    f.s0 = stats();
+    for (size_t i = 0; i < n; i++) {
+        const fenced_free *c = &cases[i];
+        free_while_busy(c->free, f.s);
+        if (on_event(c->wait))
+            ASSERT_EQ(cudaEventRecord(f.ev, f.s), cudaSuccess);
+        ASSERT_MSG(pending(&f.s0) == 1, "case %zu: its free is not pending", i);
+        int r;
+        while ((r = ask(c->wait, &f)) == cudaErrorNotReady && is_query(c->wait))
+            sleep_20ms(NULL);
+        ASSERT_MSG(r == 0, "case %zu: its wait answered %d", i, r);
+        ASSERT_MSG(pending(&f.s0) == 0, "case %zu: its free is still pending", i);
+    }
+    ASSERT_EQ(cuMemFree(f.src), CUDA_SUCCESS);
+    ASSERT_EQ(cudaEventDestroy(f.ev), cudaSuccess);
+    ASSERT_EQ(cudaStreamDestroy(f.s), cudaSuccess);
+}
+
+/* A fenced free completes when the program waits for the device, a stream
+ * or an event, not at the next allocation: the statistics (and the
+ * free-completed events) are true when the program looks. */
+TEST(synchronize_completes_pending_frees)
+{
+    static const fenced_free cases[] = {
+        { RUNTIME_FREE, DEVICE_SYNC },               /* unknown stream, the device busy */
+        { RUNTIME_FREE_ON_S, STREAM_SYNC },          /* not its own stream: that stream's sync */
+        { RUNTIME_FREE_ON_S, EVENT_SYNC },           /* and an event's */
+        /* the driver's waits, as a statically linked runtime makes them */
+        { DRIVER_FREE, CTX_SYNC },
+        { DRIVER_FREE_ON_S, CU_STREAM_SYNC },
+        { DRIVER_FREE_ON_S, CU_EVENT_SYNC },
+    };
+    expect_fenced_frees(cases, sizeof cases / sizeof *cases, cudaStreamNonBlocking, active_since);
 }
 
 /* A blocking cudaMemcpy waits for the legacy stream, which first waits for
@@ -391,90 +469,31 @@ TEST(blocking_memcpy_completes_pending_frees)
 }
 
 /* cudaStreamQuery answering cudaSuccess: the stream's work is done, and the
- * free fenced on it completes without any synchronize call. */
+ * free fenced on it (not its own stream) completes without any synchronize
+ * call. */
 TEST(stream_query_success_completes_pending_frees)
 {
-    cudaStream_t s;
-    void *p = NULL;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    vt_stats s0 = stats();
-    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);     /* not its own stream: fenced on s */
-    ASSERT_EQ(pending_frees(&s0), 1);
-    cudaError_t r;
-    while ((r = cudaStreamQuery(s)) == cudaErrorNotReady)
-        sleep_20ms(NULL);
-    ASSERT_EQ(r, cudaSuccess);
-    ASSERT_EQ(pending_frees(&s0), 0);
-    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    expect_fenced_frees(&(fenced_free){ RUNTIME_FREE_ON_S, STREAM_QUERY }, 1,
+                        cudaStreamNonBlocking, pending_frees);
 }
 
 /* The same for an event recorded after the free. */
 TEST(event_query_success_completes_pending_frees)
 {
-    cudaStream_t s;
-    cudaEvent_t ev;
-    void *p = NULL;
-    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
-    vt_stats s0 = stats();
-    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);
-    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
-    ASSERT_EQ(pending_frees(&s0), 1);
-    cudaError_t r;
-    while ((r = cudaEventQuery(ev)) == cudaErrorNotReady)
-        sleep_20ms(NULL);
-    ASSERT_EQ(r, cudaSuccess);
-    ASSERT_EQ(pending_frees(&s0), 0);
-    ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
-    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    expect_fenced_frees(&(fenced_free){ RUNTIME_FREE_ON_S, EVENT_QUERY }, 1,
+                        cudaStreamNonBlocking, pending_frees);
 }
 
 /* The driver's blocking copy and queries, as a statically linked runtime
  * or a driver-API program makes them. */
 TEST(driver_blocking_copy_and_queries_complete_pending_frees)
 {
-    cudaStream_t s;
-    cudaEvent_t ev;
-    CUdeviceptr src = 0, d = 0;
-    char host[64];
-    CUresult r;
-    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
-    ASSERT_EQ(cuMemAlloc(&src, 4096), CUDA_SUCCESS);
-    vt_stats s0 = stats();
-    /* cuMemFree: unknown stream; the copy waits for the blocking stream */
-    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS);
-    ASSERT_EQ(pending_frees(&s0), 1);
-    ASSERT_EQ(cuMemcpyDtoH(host, src, sizeof host), CUDA_SUCCESS);
-    ASSERT_EQ(pending_frees(&s0), 0);
-    /* freed on s, not its own stream: done when s answers success */
-    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
-    ASSERT_EQ(pending_frees(&s0), 1);
-    while ((r = cuStreamQuery((CUstream)s)) == CUDA_ERROR_NOT_READY)
-        sleep_20ms(NULL);
-    ASSERT_EQ(r, CUDA_SUCCESS);
-    ASSERT_EQ(pending_frees(&s0), 0);
-    /* and when an event after the free does */
-    ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
-    ASSERT_EQ(cudaLaunchHostFunc(s, sleep_20ms, NULL), cudaSuccess);
-    ASSERT_EQ(cuMemFreeAsync(d, (CUstream)s), CUDA_SUCCESS);
-    ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
-    ASSERT_EQ(pending_frees(&s0), 1);
-    while ((r = cuEventQuery((CUevent)ev)) == CUDA_ERROR_NOT_READY)
-        sleep_20ms(NULL);
-    ASSERT_EQ(r, CUDA_SUCCESS);
-    ASSERT_EQ(pending_frees(&s0), 0);
-    ASSERT_EQ(cuMemFree(src), CUDA_SUCCESS);
-    ASSERT_EQ(cudaEventDestroy(ev), cudaSuccess);
-    ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    static const fenced_free cases[] = {
+        { DRIVER_FREE, CU_COPY },                    /* the copy waits for the blocking stream */
+        { DRIVER_FREE_ON_S, CU_STREAM_QUERY },       /* not its own stream: s answers success */
+        { DRIVER_FREE_ON_S, CU_EVENT_QUERY },        /* and an event after the free does */
+    };
+    expect_fenced_frees(cases, sizeof cases / sizeof *cases, cudaStreamDefault, pending_frees);
 }
 
 static void CUDART_CB wait_for_flag(void *arg)
