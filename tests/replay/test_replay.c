@@ -563,29 +563,44 @@ TEST(bad_input_is_refused_with_one_line)
     free(b);
 }
 
+/* What a sweep of at most three settings gives: each one's status, error
+ * and result. */
+typedef struct sweep {
+    int               status[3];
+    char              errs[3][256];
+    vt__replay_result out[3];
+} sweep;
+
+/* b replayed with each of confs[0..n) over `base`, `jobs` processes at a
+ * time (vt__replay_sweep_confs), which must run; each setting's own status
+ * in w. */
+static void sweep_ok(built *b, const char *const *confs, size_t n, const vt__replay_options *base,
+                     unsigned jobs, sweep *w)
+{
+    ASSERT(n <= sizeof w->status / sizeof *w->status);
+    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, n, base, jobs, w->out, w->status, w->errs), 0);
+}
+
 TEST(sweep_runs_each_setting_in_its_own_process)
 {
     built *b = snap_new(0, NULL);
     for (int i = 0; i < 6; i++)
         ev(b, VT_EV_ALLOC, 0x1000 + (uint64_t)i * 0x1000, 17 * MIB, 0, 0);
     const char *confs[] = { "", "roundup_power2_divisions:2", "max_split_size_mb:x" };
-    vt__replay_result out[3];
-    int status[3];
-    char errs[3][256];
-    vt__replay_options base = { .capacity = 100 * MIB };
-    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 3, &base, 2, out, status, errs), 0);
-    ASSERT_EQ(status[0], 0);
-    ASSERT_EQ(status[1], 0);
-    ASSERT_EQ(status[2], -EINVAL);
-    ASSERT(strstr(errs[2], "max_split_size_mb"));
+    sweep w;
+    sweep_ok(b, confs, 3, &(vt__replay_options){ .capacity = 100 * MIB }, 2, &w);
+    ASSERT_EQ(w.status[0], 0);
+    ASSERT_EQ(w.status[1], 0);
+    ASSERT_EQ(w.status[2], -EINVAL);
+    ASSERT(strstr(w.errs[2], "max_split_size_mb"));
     /* 17 MiB requests get 18 MiB segments: 5 fit in 100 MiB; with 2
      * divisions they round to 24 MiB: 4 fit */
-    ASSERT(out[0].oom.happened);
-    ASSERT_EQ(out[0].oom.event_index, 5);
-    ASSERT_EQ(out[0].devices[0].peak_reserved, 90 * MIB);
-    ASSERT(out[1].oom.happened);
-    ASSERT_EQ(out[1].oom.event_index, 4);
-    ASSERT_EQ(out[1].devices[0].peak_reserved, 96 * MIB);
+    ASSERT(w.out[0].oom.happened);
+    ASSERT_EQ(w.out[0].oom.event_index, 5);
+    ASSERT_EQ(w.out[0].devices[0].peak_reserved, 90 * MIB);
+    ASSERT(w.out[1].oom.happened);
+    ASSERT_EQ(w.out[1].oom.event_index, 4);
+    ASSERT_EQ(w.out[1].devices[0].peak_reserved, 96 * MIB);
     /* the parent's allocator was never touched: it can still replay */
     vt__replay_result r = run(b, NULL, 0);
     ASSERT(!r.oom.happened);
@@ -610,21 +625,18 @@ TEST(expandable_segments_fit_pinned_fragmentation_in_replay)
     for (uint64_t i = 0; i < 9; i++)
         ev(b, VT_EV_ALLOC, 0x90000000 + i * 0x1000000, 12 * MIB, 0, 0);
     const char *confs[] = { "", "expandable_segments:1" };
-    vt__replay_result out[2];
-    int status[2];
-    char errs[2][256];
-    vt__replay_options base = { .capacity = 200 * MIB };
-    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 2, &base, 2, out, status, errs), 0);
-    ASSERT_EQ(status[0], 0);
-    ASSERT_EQ(status[1], 0);
-    ASSERT(out[0].oom.happened);
-    ASSERT_EQ(out[0].oom.event_index, 40 + 60);   /* the first 12 MiB block */
-    ASSERT(!out[0].expandable_segments);
-    ASSERT(!out[1].oom.happened);
-    ASSERT(out[1].expandable_segments);
-    ASSERT_EQ(out[1].devices[0].peak_reserved, 200 * MIB);
-    ASSERT_EQ(out[1].devices[0].device_maps, 100);   /* 200 MiB of 2 MiB chunks */
-    ASSERT_EQ(out[1].devices[0].device_mallocs, 0);
+    sweep w;
+    sweep_ok(b, confs, 2, &(vt__replay_options){ .capacity = 200 * MIB }, 2, &w);
+    ASSERT_EQ(w.status[0], 0);
+    ASSERT_EQ(w.status[1], 0);
+    ASSERT(w.out[0].oom.happened);
+    ASSERT_EQ(w.out[0].oom.event_index, 40 + 60);   /* the first 12 MiB block */
+    ASSERT(!w.out[0].expandable_segments);
+    ASSERT(!w.out[1].oom.happened);
+    ASSERT(w.out[1].expandable_segments);
+    ASSERT_EQ(w.out[1].devices[0].peak_reserved, 200 * MIB);
+    ASSERT_EQ(w.out[1].devices[0].device_maps, 100);   /* 200 MiB of 2 MiB chunks */
+    ASSERT_EQ(w.out[1].devices[0].device_mallocs, 0);
     free(b);
 }
 
@@ -824,22 +836,20 @@ TEST(sweep_carries_the_rules_and_refuses_a_bad_pytorch_key)
     built *b = snap_new(0, NULL);
     ev(b, VT_EV_ALLOC, 0x1000, 3 * MIB, 0, 0);
     const char *confs[] = { "", "expandable_segments:True", "no_such_key:1" };
-    vt__replay_result out[3];
-    int status[3];
-    char errs[3][256];
+    sweep w;
     vt__replay_options base = { .rules = VT_REPLAY_RULES_PYTORCH };
-    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 3, &base, 2, out, status, errs), 0);
-    ASSERT_EQ(status[0], 0);
-    ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_PYTORCH);
-    ASSERT_EQ(out[0].devices[0].peak_reserved, 20 * MIB);
-    ASSERT_EQ(out[1].devices[0].peak_reserved, 20 * MIB);   /* one 20 MiB page */
-    ASSERT(out[1].expandable_segments);
-    ASSERT_EQ(status[2], -EINVAL);
-    ASSERT_MSG(strstr(errs[2], "no_such_key") != NULL, "%s", errs[2]);
+    sweep_ok(b, confs, 3, &base, 2, &w);
+    ASSERT_EQ(w.status[0], 0);
+    ASSERT_EQ(w.out[0].rules, VT_REPLAY_RULES_PYTORCH);
+    ASSERT_EQ(w.out[0].devices[0].peak_reserved, 20 * MIB);
+    ASSERT_EQ(w.out[1].devices[0].peak_reserved, 20 * MIB);   /* one 20 MiB page */
+    ASSERT(w.out[1].expandable_segments);
+    ASSERT_EQ(w.status[2], -EINVAL);
+    ASSERT_MSG(strstr(w.errs[2], "no_such_key") != NULL, "%s", w.errs[2]);
     /* AUTO: a recording of vramtrace's allocator keeps vramtrace's rules */
     base.rules = VT_REPLAY_RULES_AUTO;
-    ASSERT_EQ(vt__replay_sweep_confs(&b->s, confs, 1, &base, 1, out, status, errs), 0);
-    ASSERT_EQ(out[0].rules, VT_REPLAY_RULES_VRAMTRACE);
+    sweep_ok(b, confs, 1, &base, 1, &w);
+    ASSERT_EQ(w.out[0].rules, VT_REPLAY_RULES_VRAMTRACE);
     free(b);
 }
 
