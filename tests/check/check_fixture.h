@@ -75,6 +75,17 @@ static inline const char *path_text(const vt__check_finding *f, size_t i)
     return buf;
 }
 
+/* f's paths are `paths` (NULL-terminated), all of them and in that order. */
+static inline void assert_paths(const vt__check_finding *f, const char *const *paths)
+{
+    size_t n = 0;
+    while (paths[n])
+        n++;
+    ASSERT_EQ(f->npaths, n);
+    for (size_t i = 0; i < n; i++)
+        ASSERT_STR_EQ(path_text(f, i), paths[i]);
+}
+
 static inline void dump(const vt__check_report *r, const synth *y)
 {
     vt__check_report_print(stderr, r, &y->s, 0);
@@ -258,14 +269,25 @@ __attribute__((noinline)) static char *render(const vt__check_report *r, const s
     return buf;
 }
 
-/* The report, as text (json 0) or JSON (1), says `want`: for a test that
- * looks for a line or two, not the whole rendering. */
+/* The report, as text (json 0) or valid JSON (1), says each of `wants`
+ * (NULL-terminated): for a test that looks for some lines, not the whole
+ * rendering. */
+static inline void assert_rendered_says_each(const vt__check_report *r, const synth *y, int json,
+                                             const char *const *wants)
+{
+    char *text = render(r, y, json);
+    if (json)
+        ASSERT_JSON_VALID(text);
+    for (; *wants; wants++)
+        ASSERT_STR_CONTAINS(text, *wants);
+    free(text);
+}
+
+/* The report, as text (json 0) or valid JSON (1), says `want`. */
 static inline void assert_rendered_says(const vt__check_report *r, const synth *y, int json,
                                         const char *want)
 {
-    char *text = render(r, y, json);
-    ASSERT_STR_CONTAINS(text, want);
-    free(text);
+    assert_rendered_says_each(r, y, json, (const char *const[]){ want, NULL });
 }
 
 /* The text report says `text` and the JSON one says `json`: the two
@@ -275,6 +297,18 @@ static inline void assert_text_and_json_say(const vt__check_report *r, const syn
 {
     assert_rendered_says(r, y, 0, text);
     assert_rendered_says(r, y, 1, json);
+}
+
+/* The report on shape(variant), as text (json 0) or valid JSON (1), says
+ * each of `wants` (NULL-terminated). */
+static inline void assert_shape_says(shape_fn shape, int variant, int json,
+                                     const char *const *wants)
+{
+    synth y;
+    vt__check_report *r = check_shape(&y, shape, variant);
+    assert_rendered_says_each(r, &y, json, wants);
+    vt__check_report_free(r);
+    synth_fini(&y);
 }
 
 

@@ -103,29 +103,71 @@ TEST(ignore_patterns)
     synth_fini(&y);
 }
 
+/* Tensor `id` (`name`, 1 MiB at ACT1) made in step 1 of the standard loop. */
+static void made_in_step_1(synth *y, uint64_t id, const char *name)
+{
+    setup(y);
+    step(y, 1);
+    synth_new_tensor(y, id, ACT1, MiB, name, st_fwd);
+}
+
+/* What holds a tensor: holders, then the references between them; each
+ * list ends at an id of 0. */
+struct holder {
+    uint64_t id;
+    const char *type;
+};
+
+struct edge {
+    uint64_t from, to;
+    const char *label;
+};
+
+static void hold(synth *y, const struct holder *holders, const struct edge *edges)
+{
+    for (; holders->id; holders++)
+        synth_holder(y, holders->id, holders->type);
+    for (; edges->from; edges++)
+        synth_ref(y, edges->from, edges->to, edges->label);
+}
+
+/* Unused through step 6, tensor 70 is held by `paths` (NULL-terminated),
+ * and by the first of them alone where one path a finding is asked for; y
+ * is finished. */
+static void assert_kept_through_step_6_by(synth *y, const char *const *paths)
+{
+    steps(y, 2, 6);
+    vt__check_report *r = check(y, NULL);
+    assert_paths(the_finding(r, ACT1, MiB), paths);
+    vt__check_report_free(r);
+    vt__check_options o = default_options();
+    o.max_paths = 1;
+    r = check(y, &o);
+    assert_paths(&r->findings[0], (const char *const[]){ paths[0], NULL });
+    vt__check_report_free(r);
+    synth_fini(y);
+}
+
 /* A holder whose HOLDER_NEW the ring overwrote is nameless ("holder #71")
  * until a TENSOR_NAME names it (the tracker's snapshot walk names its
  * holders again after their refs); a holder with a name keeps it. */
 TEST(a_holder_declared_before_the_window_takes_the_name_given_again)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_new_tensor(&y, 70, ACT1, MiB, "t", st_fwd);
-    synth_holder(&y, 73, "named");
-    synth_ref(&y, 71, 72, ".kept");     /* 71, 72: declared before the window */
-    synth_ref(&y, 72, 70, "[0]");
+    made_in_step_1(&y, 70, "t");
+    hold(&y, (const struct holder[]){ { 73, "named" }, { 0 } },
+         (const struct edge[]){ { 71, 72, ".kept" },   /* 71, 72: declared before the window */
+                                { 72, 70, "[0]" }, { 0 } });
     steps(&y, 2, 6);
     synth_name(&y, 71, "module __main__");
     synth_name(&y, 72, "list");
     synth_name(&y, 73, "renamed");           /* named already: left alone */
     synth_ref(&y, 73, 70, "[1]");
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = the_finding(r, ACT1, MiB);
-    ASSERT_EQ(f->npaths, 2);
-    ASSERT_STR_EQ(path_text(f, 0), "named[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    ASSERT_STR_EQ(path_text(f, 1), "module __main__.kept \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 't' "
-                                   "\xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    assert_paths(the_finding(r, ACT1, MiB), (const char *const[]){
+        "named[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        "module __main__.kept \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 "
+        "storage 0x7f2000000000 1 MiB", NULL });
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -134,34 +176,18 @@ TEST(max_paths_and_multiple_roots)
 {
     /* One storage held by three lists: three roots, shortest first. */
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_new_tensor(&y, 70, ACT1, MiB, "t", st_fwd);
-    synth_holder(&y, 71, "deep");
-    synth_holder(&y, 72, "mid");
-    synth_holder(&y, 73, "short");
-    synth_holder(&y, 74, "other");
-    synth_ref(&y, 71, 72, ".x");
-    synth_ref(&y, 72, 70, "[0]");
-    synth_ref(&y, 73, 70, "[1]");
-    synth_ref(&y, 74, 70, "[2]");
-    synth_ref(&y, 73, 70, "[3]");   /* a second edge, same pair */
+    made_in_step_1(&y, 70, "t");
+    hold(&y, (const struct holder[]){ { 71, "deep" }, { 72, "mid" }, { 73, "short" }, { 74, "other" },
+                                      { 0 } },
+         (const struct edge[]){ { 71, 72, ".x" }, { 72, 70, "[0]" }, { 73, 70, "[1]" },
+                                { 74, 70, "[2]" }, { 73, 70, "[3]" },   /* a second edge, same pair */
+                                { 0 } });
     synth_unref(&y, 73, 70);        /* removes the latest: [3] */
-    steps(&y, 2, 6);
-    vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = the_finding(r, ACT1, MiB);
-    ASSERT_EQ(f->npaths, 3);
-    ASSERT_STR_EQ(path_text(f, 0), "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    ASSERT_STR_EQ(path_text(f, 1), "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    ASSERT_STR_EQ(path_text(f, 2), "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    vt__check_report_free(r);
-
-    vt__check_options o = default_options();
-    o.max_paths = 1;
-    r = check(&y, &o);
-    ASSERT_EQ(r->findings[0].npaths, 1);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_kept_through_step_6_by(&y, (const char *const[]){
+        "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        NULL });
 }
 
 /* Tensors alive long after their last use that no recorded reference holds
@@ -209,9 +235,7 @@ TEST(a_lingering_tensor_no_walk_found_a_holder_of_says_so)
 static void graph_kept_by_a_global(int shorter_is_node, const char *second)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_new_tensor(&y, 80, ACT1, MiB, "gates", st_fwd);
+    made_in_step_1(&y, 80, "gates");
     synth_new_tensor(&y, 82, ACT2 + 4096, 4, "hidden", st_fwd);
     synth_holder(&y, 83, "module __main__");
     synth_holder(&y, 84, "LstmBackward0");
@@ -254,38 +278,19 @@ TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
      * 'dict'. It is nearer than the frame local naming the same model, but
      * the path shown first is the one that says who holds it. */
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_new_tensor(&y, 70, ACT1, MiB, "logits", st_fwd);
-    synth_holder(&y, 71, "frame");
-    synth_holder(&y, 72, "Net");
-    synth_holder(&y, 73, "list");
-    synth_holder(&y, 74, "dict");
-    synth_ref(&y, 73, 70, "[0]");
-    synth_ref(&y, 72, 73, ".outputs");
-    synth_ref(&y, 71, 72, "local 'model' in fit trainer.py:538");
-    synth_ref(&y, 74, 72, "['model']");
-    steps(&y, 2, 6);
-    vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = the_finding(r, ACT1, MiB);
-    ASSERT_EQ(f->npaths, 2);
-    ASSERT_STR_EQ(path_text(f, 0), "frame local 'model' in fit trainer.py:538 \xe2\x86\x92 Net.outputs "
-                                   "\xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'logits' \xe2\x86\x92 "
-                                   "storage 0x7f2000000000 1 MiB");
-    ASSERT_STR_EQ(path_text(f, 1), "dict['model'] \xe2\x86\x92 Net.outputs \xe2\x86\x92 list[0] "
-                                   "\xe2\x86\x92 tensor 'logits' \xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    vt__check_report_free(r);
-
-    /* One path asked for: the named one, though the bare dict is as near. */
-    vt__check_options o = default_options();
-    o.max_paths = 1;
-    r = check(&y, &o);
-    ASSERT_EQ(r->findings[0].npaths, 1);
-    ASSERT_STR_EQ(path_text(&r->findings[0], 0), "frame local 'model' in fit trainer.py:538 "
-                  "\xe2\x86\x92 Net.outputs \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'logits' "
-                  "\xe2\x86\x92 storage 0x7f2000000000 1 MiB");
-    vt__check_report_free(r);
-    synth_fini(&y);
+    made_in_step_1(&y, 70, "logits");
+    hold(&y, (const struct holder[]){ { 71, "frame" }, { 72, "Net" }, { 73, "list" }, { 74, "dict" },
+                                      { 0 } },
+         (const struct edge[]){ { 73, 70, "[0]" }, { 72, 73, ".outputs" },
+                                { 71, 72, "local 'model' in fit trainer.py:538" },
+                                { 74, 72, "['model']" }, { 0 } });
+    /* Asked for one path, the named one, though the bare dict is as near. */
+    assert_kept_through_step_6_by(&y, (const char *const[]){
+        "frame local 'model' in fit trainer.py:538 \xe2\x86\x92 Net.outputs \xe2\x86\x92 list[0] "
+        "\xe2\x86\x92 tensor 'logits' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        "dict['model'] \xe2\x86\x92 Net.outputs \xe2\x86\x92 list[0] \xe2\x86\x92 tensor 'logits' "
+        "\xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        NULL });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -298,17 +303,17 @@ TEST(findings_ranked_by_bytes_times_time)
      * (asked 3 MiB + 100, block rounded) held ~4 steps. */
     synth y;
     setup(&y);
-    for (int i = 1; i <= 9; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_new_tensor(&y, 80, 0x7e0000000000ull, MiB, "small", st_fwd);
-            synth_new_tensor(&y, 81, 0x7e1000000000ull, 8 * MiB, "big", st_fwd);
-            synth_new_tensor(&y, 82, 0x7e2000000000ull, 3 * MiB + 100, "mid", st_fwd);
-        }
-        if (i == 4) { synth_drop(&y, 81); synth_free(&y, 0x7e1000000000ull); }
-        if (i == 6) { synth_drop(&y, 82); synth_free(&y, 0x7e2000000000ull); }
-        if (i == 7) { synth_drop(&y, 80); synth_free(&y, 0x7e0000000000ull); }
-    }
+    step(&y, 1);
+    synth_new_tensor(&y, 80, 0x7e0000000000ull, MiB, "small", st_fwd);
+    synth_new_tensor(&y, 81, 0x7e1000000000ull, 8 * MiB, "big", st_fwd);
+    synth_new_tensor(&y, 82, 0x7e2000000000ull, 3 * MiB + 100, "mid", st_fwd);
+    steps(&y, 2, 4);
+    synth_release(&y, 0, 81, 0x7e1000000000ull);
+    steps(&y, 5, 6);
+    synth_release(&y, 0, 82, 0x7e2000000000ull);
+    step(&y, 7);
+    synth_release(&y, 0, 80, 0x7e0000000000ull);
+    steps(&y, 8, 9);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 3);
     ASSERT_STR_EQ(r->findings[0].owner_name, "big");
@@ -328,24 +333,27 @@ TEST(findings_ranked_by_bytes_times_time)
     synth_fini(&y);
 }
 
+/* A host storage of 5 MiB (a CPU tensor, as track() declares one) and its
+ * tensor 90, 'cpu batch', made in step 1. */
+static void cpu_batch_made_in_step_1(synth *y)
+{
+    setup(y);
+    step(y, 1);
+    synth_ext(y, 0x5555000000ull, 5 * MiB);
+    synth_tensor(y, 90, 0x5555000000ull, 5 * MiB, 0, "cpu batch");
+}
+
 TEST(external_storage_is_checked)
 {
     synth y;
-    setup(&y);
-    for (int i = 1; i <= 6; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_ext(&y, 0x5555000000ull, 5 * MiB);
-            synth_tensor(&y, 90, 0x5555000000ull, 5 * MiB, 0, "cpu batch");
-            synth_holder(&y, 91, "DataLoader");
-            synth_ref(&y, 91, 90, "._prefetched[0]");
-        }
-        if (i == 5) {
-            synth_unref(&y, 91, 90);
-            synth_drop(&y, 90);
-            synth_ext_free(&y, 0x5555000000ull);
-        }
-    }
+    cpu_batch_made_in_step_1(&y);
+    synth_holder(&y, 91, "DataLoader");
+    synth_ref(&y, 91, 90, "._prefetched[0]");
+    steps(&y, 2, 5);
+    synth_unref(&y, 91, 90);
+    synth_drop(&y, 90);
+    synth_ext_free(&y, 0x5555000000ull);
+    step(&y, 6);
     /* A host storage next to device ones: judged with --host only (by
      * default the report says it was not judged). */
     vt__check_report *r = check(&y, NULL);
@@ -373,10 +381,7 @@ TEST(external_storage_is_checked)
 TEST(external_storages_are_listed_with_owner_and_last_use)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_ext(&y, 0x5555000000ull, 5 * MiB);
-    synth_tensor(&y, 90, 0x5555000000ull, 5 * MiB, 0, "cpu batch");
+    cpu_batch_made_in_step_1(&y);
     synth_tensor(&y, 92, 0x5555000000ull, 1 * MiB, 90, "its view");
     synth_tick(&y, 1000);
     synth_use(&y, 92);
@@ -419,27 +424,49 @@ TEST(external_storages_are_listed_with_owner_and_last_use)
     synth_fini(&y);
 }
 
+/* A tensor on memory allocated before the window (no ALLOC seen): made,
+ * used and dropped in step 1 while the memory lives on (e.g. a leaked raw
+ * pointer), the block freed in step 5 of 6. */
+struct memory_from_before_the_window {
+    uint64_t id, addr, bytes;   /* the tensor */
+    const char *name;
+    uint64_t block;
+    uint64_t block_bytes;       /* what the free says of the block, 0: nothing */
+};
+
+static void tensor_on_memory_from_before_the_window(synth *y,
+                                                    const struct memory_from_before_the_window *m)
+{
+    setup(y);
+    step(y, 1);
+    synth_tensor(y, m->id, m->addr, m->bytes, 0, m->name);
+    synth_use(y, m->id);
+    synth_drop(y, m->id);
+    steps(y, 2, 5);
+    SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = m->block, .size = m->block_bytes);
+    step(y, 6);
+}
+
+/* The report's one finding: the block at `block`, of `bytes`, from before
+ * the window and freed. */
+static const vt__check_finding *the_freed_block_from_before_the_window(const vt__check_report *r,
+                                                                       uint64_t block,
+                                                                       uint64_t bytes)
+{
+    const vt__check_finding *f = the_finding(r, block, bytes);
+    ASSERT_EQ(f->before_window, 1);
+    ASSERT_EQ(f->freed, 1);
+    return f;
+}
+
 TEST(storage_from_before_the_window_and_dropped_tensors)
 {
-    /* A tensor on memory allocated before the window (no ALLOC seen), dropped
-     * in step 1 while the storage lives on (e.g. a leaked raw pointer). */
     synth y;
-    setup(&y);
-    for (int i = 1; i <= 6; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_tensor(&y, 95, 0x7ee000000000ull, 6 * MiB, 0, "old");
-            synth_use(&y, 95);
-            synth_drop(&y, 95);
-        }
-        if (i == 5)
-            synth_free(&y, 0x7ee000000000ull);
-    }
+    tensor_on_memory_from_before_the_window(&y, &(struct memory_from_before_the_window){
+        .id = 95, .addr = 0x7ee000000000ull, .bytes = 6 * MiB, .name = "old",
+        .block = 0x7ee000000000ull });
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->before_window, 1);
-    ASSERT_EQ(f->bytes, 6 * MiB);
-    ASSERT_EQ(f->freed, 1);
+    const vt__check_finding *f = the_freed_block_from_before_the_window(r, 0x7ee000000000ull, 6 * MiB);
     ASSERT_EQ(f->npaths, 0);   /* nothing alive holds it */
     vt__check_report_free(r);
     synth_fini(&y);
@@ -452,26 +479,12 @@ TEST(storage_from_before_the_window_and_dropped_tensors)
 TEST(free_without_alloc_is_the_same_lifetime_for_checker_and_timeline)
 {
     synth y;
-    setup(&y);
     const uint64_t blk = 0x7ed000000000ull;
-    for (int i = 1; i <= 6; i++) {
-        step(&y, i);
-        if (i == 1) {
-            synth_tensor(&y, 96, blk + MiB, MiB, 0, "inner");
-            synth_use(&y, 96);
-            synth_drop(&y, 96);
-        }
-        if (i == 5) {
-            synth_free(&y, blk);
-            y.s.events[y.s.nevents - 1].size = 8 * MiB;
-        }
-    }
+    tensor_on_memory_from_before_the_window(&y, &(struct memory_from_before_the_window){
+        .id = 96, .addr = blk + MiB, .bytes = MiB, .name = "inner",
+        .block = blk, .block_bytes = 8 * MiB });
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding(r);
-    ASSERT_EQ(f->addr, blk);
-    ASSERT_EQ(f->bytes, 8 * MiB);
-    ASSERT_EQ(f->before_window, 1);
-    ASSERT_EQ(f->freed, 1);
+    const vt__check_finding *f = the_freed_block_from_before_the_window(r, blk, 8 * MiB);
 
     vt__timeline *tl;
     char err[256];
@@ -537,34 +550,25 @@ TEST(path_format_truncates_like_snprintf)
 
 TEST(json_output_is_valid_and_complete)
 {
-    synth y;
-    view_pins_base(&y, 0);
-    vt__check_report *r = check(&y, NULL);
-    char *js = render(r, &y, 1);
-    ASSERT_JSON_VALID(js);
-    ASSERT_STR_CONTAINS(js, "\"vramtrace_check\":1");
-    ASSERT_STR_CONTAINS(js, "\"rule\":\"linger\"");
-    ASSERT_STR_CONTAINS(js, "\"addr\":\"0x7f4000000000\"");
-    ASSERT_STR_CONTAINS(js, "\"bytes\":67108864");
-    ASSERT_STR_CONTAINS(js, "\"owner\":{\"id\":10,\"name\":\"padded\"}");
-    ASSERT_STR_CONTAINS(js, "\"view_of\":{\"id\":10,\"name\":\"padded\"}");
-    ASSERT_STR_CONTAINS(js, "\"function\":\"forward_block\"");
-    ASSERT_STR_CONTAINS(js, "\"text\":\"outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded')");
-    ASSERT_STR_CONTAINS(js, "\"grace\":{\"mode\":\"steps\",\"steps\":null,\"seconds\":null}");
-    free(js);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_shape_says(view_pins_base, 0, 1, (const char *const[]){
+        "\"vramtrace_check\":1",
+        "\"rule\":\"linger\"",
+        "\"addr\":\"0x7f4000000000\"",
+        "\"bytes\":67108864",
+        "\"owner\":{\"id\":10,\"name\":\"padded\"}",
+        "\"view_of\":{\"id\":10,\"name\":\"padded\"}",
+        "\"function\":\"forward_block\"",
+        "\"text\":\"outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded')",
+        "\"grace\":{\"mode\":\"steps\",\"steps\":null,\"seconds\":null}",
+        NULL });
 
     /* Clean, native, and odd strings. */
+    synth y;
     native(&y, 0);
     synth_str(&y, "x");
-    r = check(&y, NULL);
-    js = render(r, &y, 1);
-    ASSERT_JSON_VALID(js);
-    ASSERT_STR_CONTAINS(js, "\"rule\":\"never-freed\"");
-    ASSERT_STR_CONTAINS(js, "\"rule\":\"outlier\"");
-    ASSERT_STR_CONTAINS(js, "\"owner\":null");
-    free(js);
+    vt__check_report *r = check(&y, NULL);
+    assert_rendered_says_each(r, &y, 1, (const char *const[]){
+        "\"rule\":\"never-freed\"", "\"rule\":\"outlier\"", "\"owner\":null", NULL });
     vt__check_report_free(r);
     synth_fini(&y);
 
@@ -577,10 +581,7 @@ TEST(json_output_is_valid_and_complete)
     }
     r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 1);
-    js = render(r, &y, 1);
-    ASSERT_JSON_VALID(js);
-    ASSERT_STR_CONTAINS(js, "quote\\\" back\\\\slash \\u0001 tab\\t");
-    free(js);
+    assert_rendered_says(r, &y, 1, "quote\\\" back\\\\slash \\u0001 tab\\t");
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -594,46 +595,33 @@ TEST(an_owner_much_smaller_than_its_storage_says_its_own_bytes)
     kept_losses_on_their_buffers(&y);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nfindings, 2);
-    char *t = render(r, &y, 0);
-    ASSERT_STR_CONTAINS(t, "owner: tensor 'loss = criterion(out, target) (train.py:58)' (#31, itself 8 B "
-                           "of the storage's 75.02 KiB), 1 tensor bound");
-    ASSERT_STR_CONTAINS(t, "owner: tensor 'err = out - target (train.py:57)' (#32), 1 tensor bound");
-    free(t);
-    char *js = render(r, &y, 1);
-    ASSERT_JSON_VALID(js);
-    ASSERT_STR_CONTAINS(js, "\"owner_bytes\":8,");
-    ASSERT_STR_CONTAINS(js, "\"owner_bytes\":76824,");
-    free(js);
+    assert_text_and_json_say(r, &y,
+                             "owner: tensor 'loss = criterion(out, target) (train.py:58)' (#31, "
+                             "itself 8 B of the storage's 75.02 KiB), 1 tensor bound",
+                             "\"owner_bytes\":8,");
+    assert_text_and_json_say(r, &y,
+                             "owner: tensor 'err = out - target (train.py:57)' (#32), 1 tensor bound",
+                             "\"owner_bytes\":76824,");
     vt__check_report_free(r);
     synth_fini(&y);
 }
 
 TEST(text_report_names_everything)
 {
-    synth y;
-    pipeline(&y, 0);
-    vt__check_report *r = check(&y, NULL);
-    char *t = render(r, &y, 0);
-    ASSERT_STR_CONTAINS(t, "vramtrace check: 2 findings, 48 MiB held after last use");
-    ASSERT_STR_CONTAINS(t, "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB");
-    ASSERT_STR_CONTAINS(t, "owner: tensor 'send 1' (#21)");
-    ASSERT_STR_CONTAINS(t, "at forward_block (train.c:10)");
-    ASSERT_STR_CONTAINS(t, "last use: tensor 'send 1' (#21)");
-    ASSERT_STR_CONTAINS(t, "at backward_block (train.c:10)");
-    ASSERT_STR_CONTAINS(t, "2 complete steps unused (used in one step only)");
-    ASSERT_STR_CONTAINS(t, "freed: seq");
-    ASSERT_STR_CONTAINS(t, " MiB\xc2\xb7s");
-    ASSERT_STR_CONTAINS(t, "Context.output_tensors \xe2\x86\x92 list[1]");
-    free(t);
-    vt__check_report_free(r);
-    synth_fini(&y);
-
-    ends_alive(&y, 6);
-    r = check(&y, NULL);
-    assert_rendered_says(r, &y, 0, "still alive at the end");
-    assert_rendered_says(r, &y, 0, "held by (at the end):");
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_shape_says(pipeline, 0, 0, (const char *const[]){
+        "vramtrace check: 2 findings, 48 MiB held after last use",
+        "#1 [linger] storage 0x7f6001000000 on cuda:0, 32 MiB",
+        "owner: tensor 'send 1' (#21)",
+        "at forward_block (train.c:10)",
+        "last use: tensor 'send 1' (#21)",
+        "at backward_block (train.c:10)",
+        "2 complete steps unused (used in one step only)",
+        "freed: seq",
+        " MiB\xc2\xb7s",
+        "Context.output_tensors \xe2\x86\x92 list[1]",
+        NULL });
+    assert_shape_says(ends_alive, 6, 0, (const char *const[]){
+        "still alive at the end", "held by (at the end):", NULL });
 }
 
 /* A finding's Python frames say where their function is defined (format
@@ -764,9 +752,7 @@ TEST(frames_folded_are_torch_plumbing_the_interpreter_and_a_recorders_own)
  * same tensor is a finding and the line is gone. */
 static vt__check_report *kept_after_marks(synth *y, int marks)
 {
-    setup(y);
-    step(y, 1);
-    synth_new_tensor(y, 70, ACT1, MiB, "kept", st_fwd);
+    made_in_step_1(y, 70, "kept");
     synth_use(y, 70);
     steps(y, 2, marks);
     synth_tick(y, 5000000000ull);
