@@ -164,22 +164,31 @@ static inline const vt__check_finding *the_finding(const vt__check_report *r, ui
 }
 
 /* What the one finding of a leak shape says: where, how much, the tensor
- * that owns the storage (NULL: not looked at) and its first path. */
+ * that owns the storage and its first path (NULL: not looked at). */
 struct expected_finding {
     uint64_t addr, bytes;
     const char *owner, *path;
 };
 
+/* The report on a fresh trace of shape(variant), whose one finding is the
+ * expected one (y is the caller's to finish). */
+static inline vt__check_report *check_shape_flags(synth *y, shape_fn shape, int variant,
+                                                  struct expected_finding x)
+{
+    vt__check_report *r = check_shape(y, shape, variant);
+    const vt__check_finding *f = the_finding(r, x.addr, x.bytes);
+    if (x.owner)
+        ASSERT_STR_EQ(f->owner_name, x.owner);
+    if (x.path)
+        ASSERT_STR_EQ(path_text(f, 0), x.path);
+    return r;
+}
+
 /* shape(0), the leak, has exactly the expected finding. */
 static inline void assert_shape_flags(shape_fn shape, struct expected_finding x)
 {
     synth y;
-    vt__check_report *r = check_shape(&y, shape, 0);
-    const vt__check_finding *f = the_finding(r, x.addr, x.bytes);
-    if (x.owner)
-        ASSERT_STR_EQ(f->owner_name, x.owner);
-    ASSERT_STR_EQ(path_text(f, 0), x.path);
-    vt__check_report_free(r);
+    vt__check_report_free(check_shape_flags(&y, shape, 0, x));
     synth_fini(&y);
 }
 
@@ -231,6 +240,15 @@ static inline void steps(synth *y, int from, int to)
 {
     for (int i = from; i <= to; i++)
         step(y, i);
+}
+
+/* setup(), and step 1, in which the forward makes tensor `id` (`name`,
+ * 1 MiB at `addr`); its making is no use (synth_use for one). */
+static inline void made_in_step_1(synth *y, uint64_t id, uint64_t addr, const char *name)
+{
+    setup(y);
+    step(y, 1);
+    synth_new_tensor(y, id, addr, MiB, name, st_fwd);
 }
 
 /* A list keeps two tensors, each the owner of a 75.02 KiB storage: a loss

@@ -83,19 +83,18 @@ TEST(closure_capturing_self_fixed_is_clean)
 TEST(view_keeps_base_storage_is_flagged)
 {
     synth y;
-    vt__check_report *r = check_shape(&y, view_pins_base, 0);
-    const vt__check_finding *f = the_finding(r, BASE, 64 * MiB);
+    vt__check_report *r = check_shape_flags(&y, view_pins_base, 0, (struct expected_finding){
+        .addr = BASE, .bytes = 64 * MiB, .owner = "padded",
+        .path = "outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded') \xe2\x86\x92 "
+                "storage 0x7f4000000000 64 MiB" });
+    const vt__check_finding *f = &r->findings[0];
     ASSERT_EQ(f->block_bytes, 64 * MiB);
-    ASSERT_STR_EQ(f->owner_name, "padded");
     ASSERT_EQ(f->owner_id, 10);
     ASSERT_EQ(f->ntensors, 2);
     ASSERT_EQ(f->last_use_tensor, 11);
     ASSERT_STR_EQ(f->last_use_name, "z");
     ASSERT_EQ(f->npaths, 1);
     ASSERT(!f->paths[0].cycle);
-    ASSERT_STR_EQ(path_text(f, 0),
-        "outputs[0] \xe2\x86\x92 tensor 'z' (view of 'padded') \xe2\x86\x92 "
-        "storage 0x7f4000000000 64 MiB");
     ASSERT_EQ(f->paths[0].steps[1].base_id, 10);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -278,18 +277,28 @@ TEST(renamed_tensor_is_reported_under_its_latest_name)
     synth_fini(&y);
 }
 
+/* setup(), and step 1, in which tensor `id` (`name`, 1 MiB at `addr`, made
+ * at init and used there where `used`) is dropped at once: its storage
+ * lives on, for the tensor that binds to it next. */
+static void owner_died_in_step_1(synth *y, uint64_t id, uint64_t addr, const char *name, int used)
+{
+    setup(y);
+    step(y, 1);
+    synth_new_tensor(y, id, addr, MiB, name, st_init);
+    if (used)
+        synth_use(y, id);
+    synth_drop(y, id);
+}
+
 /* nn.Parameter(torch.empty(n)): the temporary the parameter wraps dies,
  * and the parameter (a tensor of its own on the same storage) is the one
  * that keeps it: the finding's owner is the parameter, not the temporary. */
 TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
     const uint64_t at = 0x7f7000000000ull;
-    synth_new_tensor(&y, 300, at, MiB, "self.head = nn.Linear(D, H) (model.py:9, aten.empty out[0])",
-                     st_init);
-    synth_drop(&y, 300);
+    owner_died_in_step_1(&y, 300, at, "self.head = nn.Linear(D, H) (model.py:9, aten.empty out[0])",
+                         0);
     synth_tensor(&y, 301, at, MiB, 0, "parameter, first used by \"self.head = nn.Linear(D, H)\"");
     synth_use(&y, 301);
     synth_holder(&y, 302, "Adam.state");
@@ -313,12 +322,9 @@ TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
 TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
     const uint64_t at = 0x7f7100000000ull;
-    synth_made(&y, 400, at, MiB,
-               "loss = model(x).sigmoid().mean() (train.py:9, aten.sigmoid out[0])", st_init);
-    synth_drop(&y, 400);
+    owner_died_in_step_1(&y, 400, at,
+                         "loss = model(x).sigmoid().mean() (train.py:9, aten.sigmoid out[0])", 1);
     steps(&y, 2, 5);
     synth_holder(&y, 401, "SigmoidBackward0");
     synth_tensor(&y, 402, at, MiB, VT_TENSOR_SAVED_ONLY,
@@ -341,15 +347,36 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     synth_fini(&y);
 }
 
-/* f's first chain names `holder`, and the text report says when it was read. */
-static void assert_first_chain(const vt__check_report *r, const synth *y,
-                               const vt__check_finding *f, const char *holder, const char *when)
+/* Step 1 makes and uses tensor `id`, 'h' of a line of the program (1 MiB
+ * at `at`). */
+static void h_made_in_step_1(synth *y, uint64_t id, uint64_t at)
 {
+    made_in_step_1(y, id, at, "h = block(x) (train.py:40, aten.relu out[0])");
+    synth_use(y, id);
+}
+
+/* y's storage at `at`, freed, is a linger finding whose first chain names
+ * `holder`, shown as the references were just before the storage was freed
+ * (before_free) or when it became a finding; the text report says which. y
+ * is finished. */
+static void assert_freed_and_shown_held_by(synth *y, uint64_t at, int before_free,
+                                           const char *holder)
+{
+    vt__check_report *r = check(y, NULL);
+    const vt__check_finding *f = by_addr(r, at);
+    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+    ASSERT(f->free_seq != 0);
+    ASSERT_EQ(f->paths_before_free, before_free);
+    if (!before_free)
+        ASSERT_EQ(f->path_seq, f->linger_from_seq);
     ASSERT_GE(f->npaths, 1);
     char path[1024];
     vt__check_path_format(&f->paths[0], path, sizeof path);
     ASSERT_STR_CONTAINS(path, holder);
-    assert_rendered_says(r, y, 0, when);
+    assert_rendered_says(r, y, 0, before_free ? "held by (before it was freed):"
+                                              : "held by (when it became a finding):");
+    vt__check_report_free(r);
+    synth_fini(y);
 }
 
 /* A freed storage that lingered before any walk had found its holder: a
@@ -360,10 +387,8 @@ static void assert_first_chain(const vt__check_report *r, const synth *y,
 TEST(a_freed_storage_whose_holder_a_later_walk_found_is_shown_held_until_freed)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
     const uint64_t at = 0x7f7200000000ull;
-    synth_made(&y, 500, at, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
+    h_made_in_step_1(&y, 500, at);
     steps(&y, 2, 4);
     synth_holder(&y, 501, "module __main__");    /* a walk at step 4's end */
     synth_ref(&y, 501, 500, ".kept");
@@ -372,24 +397,15 @@ TEST(a_freed_storage_whose_holder_a_later_walk_found_is_shown_held_until_freed)
     synth_free(&y, at);
     step(&y, 6);
     step(&y, 7);
-    vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = by_addr(r, at);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
-    ASSERT(f->free_seq != 0);
-    ASSERT(f->paths_before_free);
-    assert_first_chain(r, &y, f, "module __main__.kept", "held by (before it was freed):");
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_freed_and_shown_held_by(&y, at, 1, "module __main__.kept");
 }
 
 /* Found when it became a finding: shown as then, not again later. */
 TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
     const uint64_t at = 0x7f7300000000ull;
-    synth_made(&y, 600, at, MiB, "h = block(x) (train.py:40, aten.relu out[0])", st_fwd);
+    h_made_in_step_1(&y, 600, at);
     synth_holder(&y, 601, "module __main__");
     synth_ref(&y, 601, 600, ".kept");
     steps(&y, 2, 5);
@@ -398,13 +414,7 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
     synth_drop(&y, 600);
     synth_free(&y, at);
     step(&y, 6);
-    vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = by_addr(r, at);
-    ASSERT(!f->paths_before_free);
-    ASSERT_EQ(f->path_seq, f->linger_from_seq);
-    assert_first_chain(r, &y, f, "module __main__.kept", "held by (when it became a finding):");
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_freed_and_shown_held_by(&y, at, 0, "module __main__.kept");
 }
 
 /* A graph kept across batches is held by the latest batch's output, a
@@ -419,11 +429,9 @@ TEST(a_freed_storage_held_when_it_became_a_finding_is_shown_as_then)
 static void graph_held_by_a_replaced_local(int loss_before_window, const char *chain)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
     const uint64_t at = 0x7f7400000000ull, loss_at = 0x7f7500000000ull;
-    synth_made(&y, 700, at, MiB, "output, hidden = rnn(x, hidden) (train.py:12, aten.mm out[0])",
-               st_fwd);
+    made_in_step_1(&y, 700, at, "output, hidden = rnn(x, hidden) (train.py:12, aten.mm out[0])");
+    synth_use(&y, 700);
     steps(&y, 2, 4);
     if (!loss_before_window)
         synth_made(&y, 702, loss_at, 512, "loss = criterion(output, y) (train.py:13)", st_fwd);
@@ -440,13 +448,7 @@ static void graph_held_by_a_replaced_local(int loss_before_window, const char *c
     synth_drop(&y, 700);
     synth_free(&y, at);
     step(&y, 7);
-    vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = by_addr(r, at);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
-    ASSERT(f->paths_before_free);
-    assert_first_chain(r, &y, f, chain, "held by (before it was freed):");
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_freed_and_shown_held_by(&y, at, 1, chain);
 }
 
 TEST(a_graph_held_by_a_local_replaced_since_is_shown_before_it_was_replaced)
@@ -553,16 +555,16 @@ TEST(state_used_every_k_steps_is_never_flagged)
 TEST(state_missing_its_next_use_is_flagged)
 {
     synth y;
-    /* steps 11, 12, 13 complete and unused: missed step 13 */
-    vt__check_report *r = check_shape(&y, every_k, 15);
-    const vt__check_finding *f = the_finding(r, STATE, 8 * MiB);
+    /* Steps 11, 12, 13 complete and unused: missed step 13. Nothing refers
+     * to the tensor, and it was never dropped: it is its own root. */
+    vt__check_report *r = check_shape_flags(&y, every_k, 15, (struct expected_finding){
+        .addr = STATE, .bytes = 8 * MiB,
+        .path = "tensor 'exp_avg' \xe2\x86\x92 storage 0x7f8000000000 8 MiB" });
+    const vt__check_finding *f = &r->findings[0];
     ASSERT_EQ(f->usual_gap_steps, 3);
     ASSERT_EQ(f->last_use_step, 10);
     ASSERT_EQ(f->freed, 0);
     ASSERT_EQ(f->path_seq, UINT64_MAX);
-    /* Nothing refers to the tensor, and it was never dropped: it is its own root. */
-    ASSERT_STR_EQ(path_text(f, 0),
-                  "tensor 'exp_avg' \xe2\x86\x92 storage 0x7f8000000000 8 MiB");
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -827,6 +829,15 @@ static void host_tensor_kept(synth *y, int device)
     }
 }
 
+/* Checked with `o`, y's host tensor is judged, and is the one finding. */
+static void assert_host_tensor_flagged(synth *y, const vt__check_options *o)
+{
+    vt__check_report *r = check(y, o);
+    ASSERT_EQ(r->nhost_skipped, 0);
+    the_finding(r, HOST_ADDR, 4096);
+    vt__check_report_free(r);
+}
+
 TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
 {
     synth y;
@@ -838,12 +849,8 @@ TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
     assert_text_and_json_say(r, &y, "1 host storage (CPU tensors) not judged",
                              "\"host_skipped\":1");
     vt__check_report_free(r);
-
     o.host = VT_CHECK_HOST_ALWAYS;               /* check --host */
-    r = check(&y, &o);
-    ASSERT_EQ(r->nhost_skipped, 0);
-    the_finding(r, HOST_ADDR, 4096);
-    vt__check_report_free(r);
+    assert_host_tensor_flagged(&y, &o);
     synth_fini(&y);
 }
 
@@ -851,11 +858,7 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
 {
     synth y;
     host_tensor_kept(&y, 0);
-    vt__check_options o = default_options();
-    vt__check_report *r = check(&y, &o);
-    ASSERT_EQ(r->nhost_skipped, 0);
-    the_finding(r, HOST_ADDR, 4096);
-    vt__check_report_free(r);
+    assert_host_tensor_flagged(&y, NULL);
     synth_fini(&y);
 }
 

@@ -9,9 +9,7 @@
 TEST(deep_chain_is_bounded_and_marked_truncated)
 {
     synth y;
-    setup(&y);
-    step(&y, 1);
-    synth_new_tensor(&y, 2, ACT1, MiB, "deep", st_fwd);
+    made_in_step_1(&y, 2, ACT1, "deep");
     for (uint64_t h = 0; h < 10000; h++) {
         SYNTH_EV(&y, VT_EV_HOLDER_NEW, .aux = 100000 + h);
         SYNTH_EV(&y, VT_EV_REF, .aux = 100000 + h, .aux2 = h ? 100000 + h - 1 : 2);
@@ -42,9 +40,7 @@ static vt__check_report *held_through_a_chain(synth *y, uint64_t n, hop_fn name,
                                               const char *root, const char *saved)
 {
     char buf[64];
-    setup(y);
-    step(y, 1);
-    synth_new_tensor(y, 2, ACT1, MiB, "h", st_fwd);
+    made_in_step_1(y, 2, ACT1, "h");
     synth_holder(y, 99, "module __main__");
     for (uint64_t i = 0; i < n; i++)
         synth_holder(y, 100 + i, name(i, buf, sizeof buf));

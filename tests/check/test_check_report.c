@@ -103,14 +103,6 @@ TEST(ignore_patterns)
     synth_fini(&y);
 }
 
-/* Tensor `id` (`name`, 1 MiB at ACT1) made in step 1 of the standard loop. */
-static void made_in_step_1(synth *y, uint64_t id, const char *name)
-{
-    setup(y);
-    step(y, 1);
-    synth_new_tensor(y, id, ACT1, MiB, name, st_fwd);
-}
-
 /* What holds a tensor: holders, then the references between them; each
  * list ends at an id of 0. */
 struct holder {
@@ -154,7 +146,7 @@ static void assert_kept_through_step_6_by(synth *y, const char *const *paths)
 TEST(a_holder_declared_before_the_window_takes_the_name_given_again)
 {
     synth y;
-    made_in_step_1(&y, 70, "t");
+    made_in_step_1(&y, 70, ACT1, "t");
     hold(&y, (const struct holder[]){ { 73, "named" }, { 0 } },
          (const struct edge[]){ { 71, 72, ".kept" },   /* 71, 72: declared before the window */
                                 { 72, 70, "[0]" }, { 0 } });
@@ -176,7 +168,7 @@ TEST(max_paths_and_multiple_roots)
 {
     /* One storage held by three lists: three roots, shortest first. */
     synth y;
-    made_in_step_1(&y, 70, "t");
+    made_in_step_1(&y, 70, ACT1, "t");
     hold(&y, (const struct holder[]){ { 71, "deep" }, { 72, "mid" }, { 73, "short" }, { 74, "other" },
                                       { 0 } },
          (const struct edge[]){ { 71, 72, ".x" }, { 72, 70, "[0]" }, { 73, 70, "[1]" },
@@ -235,7 +227,7 @@ TEST(a_lingering_tensor_no_walk_found_a_holder_of_says_so)
 static void graph_kept_by_a_global(int shorter_is_node, const char *second)
 {
     synth y;
-    made_in_step_1(&y, 80, "gates");
+    made_in_step_1(&y, 80, ACT1, "gates");
     synth_new_tensor(&y, 82, ACT2 + 4096, 4, "hidden", st_fwd);
     synth_holder(&y, 83, "module __main__");
     synth_holder(&y, 84, "LstmBackward0");
@@ -278,7 +270,7 @@ TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
      * 'dict'. It is nearer than the frame local naming the same model, but
      * the path shown first is the one that says who holds it. */
     synth y;
-    made_in_step_1(&y, 70, "logits");
+    made_in_step_1(&y, 70, ACT1, "logits");
     hold(&y, (const struct holder[]){ { 71, "frame" }, { 72, "Net" }, { 73, "list" }, { 74, "dict" },
                                       { 0 } },
          (const struct edge[]){ { 73, 70, "[0]" }, { 72, 73, ".outputs" },
@@ -752,7 +744,7 @@ TEST(frames_folded_are_torch_plumbing_the_interpreter_and_a_recorders_own)
  * same tensor is a finding and the line is gone. */
 static vt__check_report *kept_after_marks(synth *y, int marks)
 {
-    made_in_step_1(y, 70, "kept");
+    made_in_step_1(y, 70, ACT1, "kept");
     synth_use(y, 70);
     steps(y, 2, marks);
     synth_tick(y, 5000000000ull);
