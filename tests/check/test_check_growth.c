@@ -43,6 +43,25 @@ static void loop(synth *y, int steps, keep_fn keep, int realloc)
     }
 }
 
+/* r's one finding, a GROWTH one of `per_step` bytes a step over `nallocs`
+ * allocations. */
+static const vt__check_finding *the_growth_finding(const vt__check_report *r, uint64_t per_step,
+                                                   size_t nallocs)
+{
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(f->growth_per_step, per_step);
+    ASSERT_EQ(f->nallocs, nallocs);
+    return f;
+}
+
+/* The fit of the series v[0..n), which always succeeds. */
+static vt__check_growth fit(const uint64_t *v, size_t n)
+{
+    vt__check_growth g;
+    ASSERT_EQ(vt__check_growth_fit(v, n, &g), 0);
+    return g;
+}
+
 static uint64_t one_mib_per_step(int i) { return (uint64_t)i * MiB; }
 static uint64_t flat(int i) { return i ? MiB : 0; }
 static uint64_t warm_up_then_flat(int i) { return (uint64_t)(i < 4 ? i : 4) * MiB; }
@@ -57,14 +76,12 @@ TEST(a_buffer_reallocated_larger_every_step_is_flagged_with_its_growth_per_step)
     vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
     /* never-freed and outlier see nothing */
-    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
-    ASSERT_EQ(f->growth_per_step, MiB);
+    const vt__check_finding *f = the_growth_finding(r, MiB, 1);
     ASSERT_EQ(f->growth_first_mark, 3);            /* marks 1..3 (a quarter): warm-up */
     ASSERT_EQ(f->growth_last_mark, 11);
     ASSERT_EQ(f->growth_first_bytes, 4 * MiB);
     ASSERT_EQ(f->growth_last_bytes, 12 * MiB);
     ASSERT_EQ(f->bytes, 8 * MiB);
-    ASSERT_EQ(f->nallocs, 1);
     ASSERT_EQ(f->alloc_stack, st_buf);
     char *text = render(r, &y, 0);
     ASSERT_STR_CONTAINS(text, "[growth]");
@@ -93,9 +110,7 @@ TEST(a_site_keeping_more_every_step_and_freeing_it_at_the_end_is_flagged)
     for (int k = 0; k < 10; k++)   /* cleared before the end: never-freed does not see it */
         synth_free(&y, BUF + (uint64_t)k * 0x1000000ull);
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_GROWTH);
-    ASSERT_EQ(f->growth_per_step, MiB);
-    ASSERT_EQ(f->nallocs, 10);
+    the_growth_finding(r, MiB, 10);
     vt__check_report_free(r);
     synth_fini(&y);
 }
@@ -161,16 +176,15 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
 
 TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
 {
-    vt__check_growth g;
     uint64_t few[4] = { 1, 2, 3, 4 };
-    ASSERT_EQ(vt__check_growth_fit(few, 4, &g), 0);
+    vt__check_growth g = fit(few, 4);
     ASSERT_EQ(g.judged, 0);
     ASSERT_EQ(g.grows, 0);
     /* a leak of 100 per step with every other step 40 more */
     uint64_t noisy[12];
     for (int i = 0; i < 12; i++)
         noisy[i] = 1000 + 100 * (uint64_t)i + (i % 2 ? 40 : 0);
-    ASSERT_EQ(vt__check_growth_fit(noisy, 12, &g), 0);
+    g = fit(noisy, 12);
     ASSERT_EQ(g.judged, 1);
     ASSERT_EQ(g.first, 3);
     ASSERT_EQ(g.last, 11);
@@ -178,19 +192,19 @@ TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)
     ASSERT(g.per_step >= 90 && g.per_step <= 110);
     /* a big warm-up (optimizer state at the first step), flat after it */
     uint64_t warm[8] = { 10, 5000, 5000, 5000, 5000, 5000, 5000, 5000 };
-    ASSERT_EQ(vt__check_growth_fit(warm, 8, &g), 0);
+    g = fit(warm, 8);
     ASSERT_EQ(g.per_step, 0);
     ASSERT_EQ(g.grows, 0);
     /* shrinking is not growth */
     uint64_t down[8] = { 80, 70, 60, 50, 40, 30, 20, 10 };
-    ASSERT_EQ(vt__check_growth_fit(down, 8, &g), 0);
+    g = fit(down, 8);
     ASSERT_EQ(g.per_step, -10);
     ASSERT_EQ(g.grows, 0);
     /* a long series: the slope from at most 256 evenly spaced ends */
     static uint64_t longer[5000];
     for (int i = 0; i < 5000; i++)
         longer[i] = 7 * (uint64_t)i;
-    ASSERT_EQ(vt__check_growth_fit(longer, 5000, &g), 0);
+    g = fit(longer, 5000);
     ASSERT_EQ(g.per_step, 7);
     ASSERT_EQ(g.grows, 1);
 }
@@ -214,13 +228,11 @@ TEST(a_cache_filled_and_emptied_per_request_is_no_growth_at_any_phase)
         /* 3.26 s / 20 windows, requests of 0.3 s; started 34 ms before */
         kept[i] = v[i] + (uint64_t)((34 + (i + 1) * 163) / 300) * 96 * 1024;
     }
-    vt__check_growth g;
-    ASSERT_EQ(vt__check_growth_fit(v, 20, &g), 0);
+    vt__check_growth g = fit(v, 20);
     ASSERT_EQ(g.judged, 1);
     ASSERT(g.per_step > 0);                    /* the slope alone says it grows */
     ASSERT_EQ(g.grows, 0);
-    ASSERT_EQ(vt__check_growth_fit(kept, 20, &g), 0);
-    ASSERT_EQ(g.grows, 1);
+    ASSERT_EQ(fit(kept, 20).grows, 1);
 }
 
 /* Hooks that pile up on a parameter, each keeping its step's mask, every

@@ -45,6 +45,14 @@ static vt__check_report *check_floor(synth *y, uint64_t min_bytes)
     return check(y, &o);
 }
 
+/* The report, under the automatic floor, on kept_results(weight, each,
+ * steps). */
+static vt__check_report *under_the_auto_floor(synth *y, uint64_t weight, uint64_t each, int steps)
+{
+    kept_results(y, weight, each, steps);
+    return check_floor(y, VT_CHECK_MIN_BYTES_AUTO);
+}
+
 /* The kept results' findings: in `fs`, all of them on the list's tensors. */
 static size_t kept_findings(const vt__check_finding *fs, size_t n)
 {
@@ -72,8 +80,7 @@ static size_t minor_results(const vt__check_report *r)
 TEST(small_results_kept_on_purpose_are_minor_and_not_counted)
 {
     synth y;
-    kept_results(&y, 4 * MiB, 4, 8);
-    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    vt__check_report *r = under_the_auto_floor(&y, 4 * MiB, 4, 8);
     /* the peak: the weight, an activation and the results then kept */
     ASSERT(r->peak_bytes >= 6 * MiB && r->peak_bytes < 6 * MiB + 64);
     ASSERT_EQ(r->min_bytes, r->peak_bytes / 1000 * VT_CHECK_MINOR_PERMILLE);
@@ -108,8 +115,7 @@ TEST(small_results_kept_on_purpose_are_minor_and_not_counted)
 TEST(a_cause_of_many_small_findings_counts_by_its_whole)
 {
     synth y;
-    kept_results(&y, 4 * MiB, 2048, 8);
-    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    vt__check_report *r = under_the_auto_floor(&y, 4 * MiB, 2048, 8);
     ASSERT(r->min_bytes > 2048);
     size_t n = counted_results(r);
     ASSERT(n >= 5 && 2048 * n > r->min_bytes);
@@ -130,16 +136,15 @@ TEST(a_cause_of_many_small_findings_counts_by_its_whole)
 TEST(the_automatic_floor_is_at_most_1_MiB)
 {
     synth y;
-    kept_results(&y, 8ull << 30, 128 * 1024, 8);     /* 8 GiB of weights */
-    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    /* 8 GiB of weights */
+    vt__check_report *r = under_the_auto_floor(&y, 8ull << 30, 128 * 1024, 8);
     ASSERT_EQ(r->min_bytes, VT_CHECK_MINOR_CAP);
     size_t n = minor_results(r);   /* n x 128 KiB < 1 MiB */
     ASSERT(n >= 5 && n < 8);
     vt__check_report_free(r);
     synth_fini(&y);
 
-    kept_results(&y, 8ull << 30, 256 * 1024, 8);     /* n x 256 KiB > 1 MiB */
-    r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    r = under_the_auto_floor(&y, 8ull << 30, 256 * 1024, 8);   /* n x 256 KiB > 1 MiB */
     ASSERT_EQ(counted_results(r), n);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -154,8 +159,7 @@ TEST(the_automatic_floor_is_at_most_1_MiB)
 TEST(small_tensors_kept_every_step_are_weighed_by_their_blocks)
 {
     synth y;
-    kept_results(&y, 64 * MiB, 4, 300);
-    vt__check_report *r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    vt__check_report *r = under_the_auto_floor(&y, 64 * MiB, 4, 300);
     ASSERT(r->min_bytes > 64 * 1000 && r->min_bytes < 70 * 1024);
     size_t n = counted_results(r);
     ASSERT(n >= 290);
@@ -177,8 +181,7 @@ TEST(small_tensors_kept_every_step_are_weighed_by_their_blocks)
     vt__check_report_free(r);
     synth_fini(&y);
 
-    kept_results(&y, 64 * MiB, 4, 60);
-    r = check_floor(&y, VT_CHECK_MIN_BYTES_AUTO);
+    r = under_the_auto_floor(&y, 64 * MiB, 4, 60);
     n = minor_results(r);
     ASSERT(n >= 50);
     text = render(r, &y, 0);

@@ -169,16 +169,18 @@ TEST(max_paths_and_multiple_roots)
     /* One storage held by three lists: three roots, shortest first. */
     synth y;
     made_in_step_1(&y, 70, ACT1, "t");
-    hold(&y, (const struct holder[]){ { 71, "deep" }, { 72, "mid" }, { 73, "short" }, { 74, "other" },
-                                      { 0 } },
+    hold(&y, (const struct holder[]){ { 71, "deep" }, { 72, "mid" }, { 73, "short" },
+                                      { 74, "other" }, { 0 } },
          (const struct edge[]){ { 71, 72, ".x" }, { 72, 70, "[0]" }, { 73, 70, "[1]" },
-                                { 74, 70, "[2]" }, { 73, 70, "[3]" },   /* a second edge, same pair */
+                                { 74, 70, "[2]" },
+                                { 73, 70, "[3]" },   /* a second edge, same pair */
                                 { 0 } });
     synth_unref(&y, 73, 70);        /* removes the latest: [3] */
     assert_kept_through_step_6_by(&y, (const char *const[]){
         "other[2] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
         "short[1] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
-        "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 1 MiB",
+        "deep.x \xe2\x86\x92 mid[0] \xe2\x86\x92 tensor 't' \xe2\x86\x92 storage 0x7f2000000000 "
+        "1 MiB",
         NULL });
 }
 
@@ -271,8 +273,8 @@ TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
      * the path shown first is the one that says who holds it. */
     synth y;
     made_in_step_1(&y, 70, ACT1, "logits");
-    hold(&y, (const struct holder[]){ { 71, "frame" }, { 72, "Net" }, { 73, "list" }, { 74, "dict" },
-                                      { 0 } },
+    hold(&y, (const struct holder[]){ { 71, "frame" }, { 72, "Net" }, { 73, "list" },
+                                      { 74, "dict" }, { 0 } },
          (const struct edge[]){ { 73, 70, "[0]" }, { 72, 73, ".outputs" },
                                 { 71, 72, "local 'model' in fit trainer.py:538" },
                                 { 74, 72, "['model']" }, { 0 } });
@@ -458,7 +460,8 @@ TEST(storage_from_before_the_window_and_dropped_tensors)
         .id = 95, .addr = 0x7ee000000000ull, .bytes = 6 * MiB, .name = "old",
         .block = 0x7ee000000000ull });
     vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = the_freed_block_from_before_the_window(r, 0x7ee000000000ull, 6 * MiB);
+    const vt__check_finding *f = the_freed_block_from_before_the_window(r, 0x7ee000000000ull,
+                                                                        6 * MiB);
     ASSERT_EQ(f->npaths, 0);   /* nothing alive holds it */
     vt__check_report_free(r);
     synth_fini(&y);
@@ -592,7 +595,8 @@ TEST(an_owner_much_smaller_than_its_storage_says_its_own_bytes)
                              "itself 8 B of the storage's 75.02 KiB), 1 tensor bound",
                              "\"owner_bytes\":8,");
     assert_text_and_json_say(r, &y,
-                             "owner: tensor 'err = out - target (train.py:57)' (#32), 1 tensor bound",
+                             "owner: tensor 'err = out - target (train.py:57)' (#32), "
+                             "1 tensor bound",
                              "\"owner_bytes\":76824,");
     vt__check_report_free(r);
     synth_fini(&y);
