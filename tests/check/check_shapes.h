@@ -37,14 +37,12 @@ static inline void gc_cycle(synth *y, int fixed)
             }
             synth_use_at(y, 100, st_bwd);
             synth_use_at(y, 101, st_bwd);
-            if (fixed) {
-                synth_release(y, 500, 100, ACT1);
-                synth_release(y, 501, 101, ACT2);
-            }
         }
-        if (i == 6 && !fixed) {   /* gc collects the cycle */
-            synth_unref(y, 500, 501);
-            synth_unref(y, 501, 500);
+        if (i == (fixed ? 2 : 6)) {
+            if (!fixed) {   /* gc collects the cycle */
+                synth_unref(y, 500, 501);
+                synth_unref(y, 501, 500);
+            }
             synth_release(y, 500, 100, ACT1);
             synth_release(y, 501, 101, ACT2);
         }
@@ -74,11 +72,10 @@ static inline void closure_self(synth *y, int fixed)
             synth_ref(y, 601, 110, ".cache");
             synth_use(y, 110);
             synth_unref(y, 600, 601);   /* the frame returns */
-            if (fixed)
-                synth_release(y, 601, 110, CACHE);
         }
-        if (i == 7 && !fixed) {
-            synth_unref(y, 603, 601);
+        if (i == (fixed ? 2 : 7)) {
+            if (!fixed)   /* gc breaks the cycle */
+                synth_unref(y, 603, 601);
             synth_release(y, 601, 110, CACHE);
         }
     }
@@ -177,7 +174,7 @@ static inline void pipeline(synth *y, int fixed)
             synth_use_at(y, 20, st_bwd);
             synth_use_at(y, 21, st_bwd);
         }
-        if ((i == 2 && fixed) || (i == 5 && !fixed)) {
+        if (i == (fixed ? 2 : 5)) {
             synth_release(y, 801, 20, S0);
             synth_release(y, 801, 21, S1);
         }
@@ -207,10 +204,8 @@ static inline void hook_cycle(synth *y, int fixed)
             synth_ref(y, 903, 30, "['acts']");
             synth_use(y, 30);
             synth_unref(y, 900, 901);   /* handle.remove() */
-            if (fixed)
-                synth_release(y, 903, 30, INTER);
         }
-        if (i == 6 && !fixed)
+        if (i == (fixed ? 2 : 6))
             synth_release(y, 903, 30, INTER);
     }
 }
