@@ -54,7 +54,7 @@ static const vt__check_finding *the_growth_finding(const vt__check_report *r, ui
     return f;
 }
 
-/* The fit of the series v[0..n), which always succeeds. */
+/* The fit of the series v[0..n), which must succeed. */
 static vt__check_growth fit(const uint64_t *v, size_t n)
 {
     vt__check_growth g;

@@ -297,8 +297,8 @@ TEST(a_tensor_bound_after_the_owner_died_owns_the_storage)
 {
     synth y;
     const uint64_t at = 0x7f7000000000ull;
-    owner_died_in_step_1(&y, 300, at, "self.head = nn.Linear(D, H) (model.py:9, aten.empty out[0])",
-                         0);
+    owner_died_in_step_1(&y, 300, at,
+                         "self.head = nn.Linear(D, H) (model.py:9, aten.empty out[0])", 0);
     synth_tensor(&y, 301, at, MiB, 0, "parameter, first used by \"self.head = nn.Linear(D, H)\"");
     synth_use(&y, 301);
     synth_holder(&y, 302, "Adam.state");
@@ -347,8 +347,8 @@ TEST(a_tensor_standing_for_a_saved_one_names_the_holder_and_is_no_use)
     synth_fini(&y);
 }
 
-/* Step 1 makes and uses tensor `id`, 'h' of a line of the program (1 MiB
- * at `at`). */
+/* setup(), and step 1, which makes and uses tensor `id`, 'h' of a line of
+ * the program (1 MiB at `at`). */
 static void h_made_in_step_1(synth *y, uint64_t id, uint64_t at)
 {
     made_in_step_1(y, id, at, "h = block(x) (train.py:40, aten.relu out[0])");
@@ -829,7 +829,8 @@ static void host_tensor_kept(synth *y, int device)
     }
 }
 
-/* Checked with `o`, y's host tensor is judged, and is the one finding. */
+/* Checked with `o` (NULL: default_options()), y's host tensor is judged,
+ * and is the one finding. */
 static void assert_host_tensor_flagged(synth *y, const vt__check_options *o)
 {
     vt__check_report *r = check(y, o);
@@ -849,6 +850,7 @@ TEST(host_storages_are_not_judged_in_a_trace_with_device_storages)
     assert_text_and_json_say(r, &y, "1 host storage (CPU tensors) not judged",
                              "\"host_skipped\":1");
     vt__check_report_free(r);
+
     o.host = VT_CHECK_HOST_ALWAYS;               /* check --host */
     assert_host_tensor_flagged(&y, &o);
     synth_fini(&y);
