@@ -120,6 +120,30 @@ def passthrough_mode(on_op=None):
     return Passthrough()
 
 
+def check_args(doc: str, valued: tuple, bare: tuple = ()) -> None:
+    """-h/--help prints ``doc`` and exits 0; a flag not in ``valued`` (those
+    that take a value) or ``bare``, or one missing its value, is an error
+    (exit 2) rather than a long run with defaults. Also used by
+    bench_track_parts.py."""
+    args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(doc.strip())
+        sys.exit(0)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in valued and i + 1 < len(args):
+            i += 2
+            continue
+        if a in bare:
+            i += 1
+            continue
+        what = "needs a value" if a in valued else "is not an option"
+        print(f"{os.path.basename(sys.argv[0])}: {a} {what} (--help says which are)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def option(flag: str, default: str) -> str:
     """The value after ``flag`` on the command line, else ``default``. Also
     used by bench_track_parts.py."""
@@ -365,6 +389,8 @@ def main() -> None:
         device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]),
                      int(sys.argv[5]) if len(sys.argv) > 5 else -1)
         return
+    check_args(__doc__, ("--steps", "--runs", "--simrun", "--device-steps", "--device-rounds",
+                         "--device-pin"), ("--small-only", "--device-only"))
     steps = int(option("--steps", "60"))
     runs = int(option("--runs", "3"))
     simrun = simrun_option()

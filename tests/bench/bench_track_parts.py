@@ -49,7 +49,8 @@ SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 VARIANTS = ("untracked", "hook", "observer", "no marks", "tracked")
 HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
 sys.path.insert(0, HERE)
-from bench_track import option, simrun_option, skip_without_torch, training_step  # noqa: E402
+from bench_track import (check_args, option, simrun_option, skip_without_torch,  # noqa: E402
+                         training_step)
 
 
 def build_hook(build_dir: str) -> str:
@@ -110,6 +111,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else -1)
         return
+    check_args(__doc__, ("--steps", "--rounds", "--simrun", "--pin"))
     steps, rounds = int(option("--steps", "600")), int(option("--rounds", "3"))
     pin = int(option("--pin", "-1"))
     simrun = simrun_option()
