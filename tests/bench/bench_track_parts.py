@@ -32,6 +32,19 @@ nothing about speed.
 
     python bench_track_parts.py [--steps N] [--rounds N] [--simrun PATH] [--pin CPU]
         (needs torch and VRAMTRACE_LIB; simrun by --simrun or VRAMTRACE_SIMRUN)
+
+Where a row's time goes, by hand: one variant's process (``--child VARIANT
+STEPS CPU``; the hook row also wants VT_BENCH_HOOK_FLOOR, a built
+hook_floor.so) under ``perf record`` started disabled, which the child
+enables around its timed steps only (not the import, the build, the warm-up):
+
+    mkfifo /tmp/ctl /tmp/ack
+    VT_BENCH_PERF_CTL=/tmp/ctl VT_BENCH_PERF_ACK=/tmp/ack perf record -F 1000 -D -1 \
+        --control fifo:/tmp/ctl,/tmp/ack -o tracked.data -- "$VRAMTRACE_SIMRUN" -- \
+        python bench_track_parts.py --child tracked 4000 1
+
+then ``perf report -i tracked.data --no-children --sort dso,sym -n`` beside the
+untracked process's, their samples divided by the steps (sampling slows both).
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
 VARIANTS = ("untracked", "hook", "observer", "no marks", "tracked")
 HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
+PERF_ENV = ("VT_BENCH_PERF_CTL", "VT_BENCH_PERF_ACK")   # perf's control and ack fifos
 sys.path.insert(0, HERE)
 from bench_track import (check_args, option, simrun_option, skip_without_torch,  # noqa: E402
                          training_step)
@@ -59,6 +73,18 @@ def build_hook(build_dir: str) -> str:
     cpp_extension.load(name="hook_floor", sources=[os.path.join(HERE, "hook_floor.cpp")],
                        extra_cflags=["-O2"], build_directory=build_dir, is_python_module=False)
     return os.path.join(build_dir, "hook_floor.so")
+
+
+def perf_control(command: str) -> None:
+    """``command`` (enable, disable) to a ``perf record --control`` whose
+    fifos PERF_ENV name, and its acknowledgement awaited; nothing without."""
+    ctl, ack = (os.environ.get(v) for v in PERF_ENV)
+    if not ctl or not ack:
+        return
+    with open(ctl, "w") as f:
+        f.write(command + "\n")
+    with open(ack) as f:
+        f.read(5)
 
 
 def child(variant: str, steps: int, pin: int) -> None:
@@ -86,8 +112,10 @@ def child(variant: str, steps: int, pin: int) -> None:
         hook.hook_floor_calls.restype = ctypes.c_ulonglong
         hook.hook_floor_start()
     if variant in ("untracked", "hook"):
+        perf_control("enable")
         for i in range(steps):
             timed(i)
+        perf_control("disable")
         print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": False,
                           "hook_calls": hook.hook_floor_calls() / steps if hook else 0}))
         return
@@ -102,8 +130,10 @@ def child(variant: str, steps: int, pin: int) -> None:
         trackobs.Observer.install = to_nothing
     with vtt.track() as tr:
         observer = tr._observer is not None   # (none once the block ends)
+        perf_control("enable")
         for i in range(steps):
             timed(i, vtt.mark if variant == "tracked" else None)
+        perf_control("disable")
     print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": observer}))
 
 
