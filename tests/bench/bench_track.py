@@ -61,6 +61,7 @@ most 1.5x. This prints what it measures; it asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -120,40 +121,14 @@ def passthrough_mode(on_op=None):
     return Passthrough()
 
 
-def check_args(doc: str, valued: tuple, bare: tuple = ()) -> None:
-    """-h/--help prints ``doc`` and exits 0; a flag not in ``valued`` (those
-    that take a value) or ``bare``, or one missing its value, is an error
-    (exit 2) rather than a long run with defaults. Also used by
-    bench_track_parts.py."""
-    args = sys.argv[1:]
-    if "-h" in args or "--help" in args:
-        print(doc.strip())
-        sys.exit(0)
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in valued and i + 1 < len(args):
-            i += 2
-            continue
-        if a in bare:
-            i += 1
-            continue
-        what = "needs a value" if a in valued else "is not an option"
-        print(f"{os.path.basename(sys.argv[0])}: {a} {what} (--help says which are)",
-              file=sys.stderr)
-        sys.exit(2)
-
-
-def option(flag: str, default: str) -> str:
-    """The value after ``flag`` on the command line, else ``default``. Also
-    used by bench_track_parts.py."""
-    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else default
-
-
-def simrun_option() -> str:
-    """The simulator's runner: --simrun PATH, else $VRAMTRACE_SIMRUN, else
-    "" (no device rows). Also used by bench_track_parts.py."""
-    return option("--simrun", os.environ.get("VRAMTRACE_SIMRUN", ""))
+def parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a track benchmark: --help prints ``doc``, and
+    --simrun PATH (else $VRAMTRACE_SIMRUN, else none: no device rows).
+    Also used by bench_track_parts.py."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--simrun", default=os.environ.get("VRAMTRACE_SIMRUN", ""),
+                    help="the simulator's runner (default: $VRAMTRACE_SIMRUN)")
+    return ap
 
 
 def skip_without_torch(bench: str) -> None:
@@ -348,7 +323,7 @@ def median_runs(leak: bool, steps: int, snap: str, runs: int, size: str) -> dict
     return out
 
 
-def cpu_rows(steps: int, runs: int, res: dict) -> None:
+def cpu_rows(steps: int, runs: int, res: dict, small_only: bool = False) -> None:
     """The CPU rows, printed; their ratios into ``res`` (name -> ratios)."""
     with tempfile.TemporaryDirectory() as tmp:
         print(f"CPU ms per iteration, median of {runs} processes (min-max); wall ms medians after /")
@@ -356,7 +331,7 @@ def cpu_rows(steps: int, runs: int, res: dict) -> None:
               f"{'tracked (mode)':>31}{'tracked':>31}"
               f"{'ratio':>8}{'mode':>7}"
               f"{'floor':>7}{'floorC':>7}{'walks':>7}{'cut':>5}{'skip':>6}{'rest':>6}{'mark_ms':>8}{'snap_ms':>8}{'snapshot':>10}")
-        sizes = ("small",) if "--small-only" in sys.argv else ("small", "wide")
+        sizes = ("small",) if small_only else ("small", "wide")
         for size, leak in [(z, lk) for z in sizes for lk in (False, True)]:
             name = ("leaking" if leak else "clean") + ("" if size == "small" else "_wide")
             snap = os.path.join(tmp, f"{name}.vtsnap")
@@ -389,19 +364,21 @@ def main() -> None:
         device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]),
                      int(sys.argv[5]) if len(sys.argv) > 5 else -1)
         return
-    check_args(__doc__, ("--steps", "--runs", "--simrun", "--device-steps", "--device-rounds",
-                         "--device-pin"), ("--small-only", "--device-only"))
-    steps = int(option("--steps", "60"))
-    runs = int(option("--runs", "3"))
-    simrun = simrun_option()
+    ap = parser(__doc__)
+    for flag, default in (("--steps", 60), ("--runs", 3), ("--device-steps", 100),
+                          ("--device-rounds", 7), ("--device-pin", -1)):
+        ap.add_argument(flag, type=int, default=default)
+    ap.add_argument("--small-only", action="store_true")
+    ap.add_argument("--device-only", action="store_true")
+    args = ap.parse_args()
+    steps, runs, simrun = args.steps, args.runs, args.simrun
     skip_without_torch("bench_track")
     res: dict = {}
-    if "--device-only" not in sys.argv:
-        cpu_rows(steps, runs, res)
+    if not args.device_only:
+        cpu_rows(steps, runs, res, args.small_only)
     dev: dict = {}
     if simrun:
-        dev = device_rows(simrun, int(option("--device-steps", "100")),
-                          int(option("--device-rounds", "7")), int(option("--device-pin", "-1")))
+        dev = device_rows(simrun, args.device_steps, args.device_rounds, args.device_pin)
     else:
         print("bench_track: no device rows (no --simrun or VRAMTRACE_SIMRUN)")
     fields = []

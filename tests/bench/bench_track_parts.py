@@ -63,8 +63,7 @@ VARIANTS = ("untracked", "hook", "observer", "no marks", "tracked")
 HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
 PERF_ENV = ("VT_BENCH_PERF_CTL", "VT_BENCH_PERF_ACK")   # perf's control and ack fifos
 sys.path.insert(0, HERE)
-from bench_track import (check_args, option, simrun_option, skip_without_torch,  # noqa: E402
-                         training_step)
+from bench_track import parser, skip_without_torch, training_step  # noqa: E402
 
 
 def build_hook(build_dir: str) -> str:
@@ -141,10 +140,12 @@ def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else -1)
         return
-    check_args(__doc__, ("--steps", "--rounds", "--simrun", "--pin"))
-    steps, rounds = int(option("--steps", "600")), int(option("--rounds", "3"))
-    pin = int(option("--pin", "-1"))
-    simrun = simrun_option()
+    ap = parser(__doc__)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pin", type=int, default=-1, help="run every process on this CPU")
+    args = ap.parse_args()
+    steps, rounds, pin, simrun = args.steps, args.rounds, args.pin, args.simrun
     skip_without_torch("bench_track_parts")
     if not simrun:
         print("bench_track_parts: SKIP (no --simrun or VRAMTRACE_SIMRUN)")
