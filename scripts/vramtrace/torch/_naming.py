@@ -67,12 +67,10 @@ class _Naming:
         return _site_name(site[0], site[1], what) if site is not None else what
 
     def _set_name(self, tid: int, label: str) -> None:
-        """Rename recorded tensor ``tid`` (vt_tensor_name): through the C
-        path (a mark renames every new ``.grad`` and the backward output it
-        views, each step), else ctypes, which also says why the library
-        refused."""
-        if self._fast.rename(tid, label) != 0:
-            self._lib.tensor_name(tid, label)
+        """Rename recorded tensor ``tid`` through ctypes, which says why the
+        library refuses: records.c's set_name() asks here only where its
+        own call of vt_tensor_name failed (or it has none)."""
+        self._lib.tensor_name(tid, label)
 
     def _rename(self, t: Any, label: str) -> bool:
         rec = self._by_obj.get(id(t))

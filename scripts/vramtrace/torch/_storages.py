@@ -36,8 +36,7 @@ class _Storages:
         fast = self._fast
         fast.settle()
         for srec in fast.storages_to_check():
-            if srec.weak:
-                fast.check_storage(srec, None)
+            fast.check_storage(srec, None)   # (one an earlier check ended: nothing left to ask)
         for rec in fast.tensors_to_check():
             t = rec.ref() if rec.ref is not None else None
             if t is None:

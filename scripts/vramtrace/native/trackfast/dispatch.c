@@ -599,8 +599,6 @@ int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t st
         goto out;
     by_obj = book(d, BOOK_BY_OBJ);
     storages = book(d, BOOK_STORAGES);
-    if (by_obj == NULL || storages == NULL)
-        goto out;
     for (; nrecs < n; nrecs++) {
         PyObject *rec = record_of(by_obj, (PyObject *)objs[nrecs]);
         if (rec == NULL) {

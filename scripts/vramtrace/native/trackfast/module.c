@@ -392,24 +392,6 @@ static PyObject *dispatcher_use(Dispatcher *d, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* Dispatcher.rename(tid, name) -> the library's status (0, or negative):
- * vt_tensor_name without ctypes, for the names a mark gives every step
- * (each new .grad and the backward output it views). */
-static PyObject *dispatcher_rename(Dispatcher *d, PyObject *const *argv, Py_ssize_t nargs)
-{
-    if (nargs != 2 || !PyUnicode_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "rename(tid: int, name: str)");
-        return NULL;
-    }
-    uint64_t tid = PyLong_AsUnsignedLongLong(argv[0]);
-    if (tid == (uint64_t)-1 && PyErr_Occurred())
-        return NULL;
-    const char *name = PyUnicode_AsUTF8(argv[1]);
-    if (name == NULL)
-        return NULL;
-    return PyLong_FromLong(d->rename != NULL ? d->rename(tid, name) : -ENOSYS);
-}
-
 /* The books' rules for the tracker's Python (marks, walks, sweeps, its own
  * collections): each rule is here once, the per-op path's own. A failure
  * with no Python error set is a wrong argument. */
@@ -626,8 +608,6 @@ static PyMethodDef dispatcher_methods[] = {
      "name_grad(grec, label): a .grad named after its parameter (grads.c)"},
     {"name_record", (PyCFunction)(void (*)(void))dispatcher_name_record, METH_FASTCALL,
      "name_record(rec, label): a tracked tensor goes by label from now on (records.c)"},
-    {"rename", (PyCFunction)(void (*)(void))dispatcher_rename, METH_FASTCALL,
-     "rename(tid, name) -> status: vt_tensor_name"},
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL | METH_KEYWORDS,
      "dispatch(mode, func, types, args=(), kwargs=None): the mode's __torch_dispatch__"},
     {"observed", (PyCFunction)(void (*)(void))observed, METH_FASTCALL,

@@ -390,6 +390,18 @@ out:
     return got;
 }
 
+/* The index of live tensors (BOOK_BY_OBJ) lets go of ``key`` (a tensor's
+ * id) where it names ``rec`` (another record there is a newer tensor's at
+ * a reused id). 0, or -1 with an error set. */
+static int unindex(Dispatcher *d, PyObject *key, PyObject *rec)
+{
+    PyObject *by_obj = d->containers[BOOK_BY_OBJ];
+    PyObject *cur = PyDict_GetItemWithError(by_obj, key);
+    if (cur == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return cur == rec ? PyDict_DelItem(by_obj, key) : 0;
+}
+
 /* The books forget tensor record ``rec``, recorded or pending (it died, or
  * lives on other memory now, or only views hold it): out of the index of
  * live tensors (where its tensor lives on), its storage's tensors, the
@@ -404,9 +416,7 @@ int forget(Dispatcher *d, PyObject *rec)
     PyObject *t = r->ref != NULL && PyWeakref_Check(r->ref) ? PyWeakref_GetObject(r->ref) : Py_None;
     if (t != NULL && t != Py_None) {   /* borrowed: alive while its weak reference is */
         PyObject *key = PyLong_FromVoidPtr(t);
-        PyObject *cur = key ? PyDict_GetItemWithError(d->containers[BOOK_BY_OBJ], key) : NULL;
-        int bad = key == NULL || (cur == NULL && PyErr_Occurred()) ||
-                  (cur == rec && PyDict_DelItem(d->containers[BOOK_BY_OBJ], key) < 0);
+        int bad = key == NULL || unindex(d, key, rec) < 0;
         Py_XDECREF(key);
         if (bad)
             return -1;
@@ -521,14 +531,8 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key)
     int manual = d->manual_gc == me, in_gc = d->in_gc == me;
     double began = now_s();
     int rc = -1;
-    PyObject *by_obj = NULL, *tidobj = NULL, *dead = NULL, *pair = NULL;
-    by_obj = book(d, BOOK_BY_OBJ);
-    if (by_obj == NULL)
-        goto out;
-    PyObject *cur = PyDict_GetItemWithError(by_obj, key);
-    if (cur == rec && PyDict_DelItem(by_obj, key) < 0)
-        goto out;
-    if (cur == NULL && PyErr_Occurred())
+    PyObject *tidobj = NULL, *dead = NULL, *pair = NULL;
+    if (unindex(d, key, rec) < 0)
         goto out;
     if (!manual && settle(d, 0) < 0)
         goto out;
@@ -552,7 +556,6 @@ static int died(Dispatcher *d, PyObject *rec, PyObject *key)
     }
     rc = drop(d, rec, Py_None);
 out:
-    Py_XDECREF(by_obj);
     Py_XDECREF(tidobj);
     Py_XDECREF(dead);
     Py_XDECREF(pair);
