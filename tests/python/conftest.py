@@ -112,3 +112,10 @@ def vt_check(snap: str, timeout: int = 120) -> tuple:
                        timeout=timeout)
     assert r.returncode in (0, 1), r.stderr
     return r.returncode, json.loads(r.stdout)
+
+
+def line_of(path: str, tag: str) -> int:
+    """The number of the first line of ``path`` that holds ``tag`` (a comment
+    marking the line a test expects a report to name)."""
+    with open(path) as f:
+        return next(i for i, text in enumerate(f, 1) if tag in text)

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from conftest import DEVICES, run_traced, vt_check, vt_cli  # noqa: E402
+from conftest import DEVICES, line_of, run_traced, vt_check, vt_cli  # noqa: E402
 
 
 def _cli() -> str:
@@ -261,8 +261,9 @@ def test_a_running_total_that_keeps_every_steps_graph_is_named_as_the_holder(tmp
     before, it had no holder. The fixed twin (``loss.item()``) is clean."""
     rc, rep = _leak_and_clean_twin("running_total.py", tmp_path)
     assert rc == 1 and len(rep["findings"]) > 500, len(rep["findings"])
+    total = f"running = running + loss (running_total.py:{line_of(os.path.join(HERE, 'running_total.py'), '# RUNNING_LINE')}"
     unnamed = [f for f in rep["findings"]
-               if not any("frame local 'running'" in p["text"] and "# RUNNING_LINE" in p["text"]
+               if not any("frame local 'running'" in p["text"] and total in p["text"]
                           for p in f["paths"])]
     assert not unnamed, (len(unnamed), [p["text"] for p in unnamed[0]["paths"]])
 

@@ -19,16 +19,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "pytest_examples")
 LEAKS = os.path.join(EXAMPLES, "test_leaks_example.py")
 LIMITS = os.path.join(EXAMPLES, "test_limit_example.py")
-from conftest import SCRIPTS, vt_cli  # noqa: E402
+from conftest import SCRIPTS, line_of, vt_cli  # noqa: E402
 
 LEAKING = {"test_cycle_leak", "test_cache_leak", "test_hook_leak"}
 OVER = {"test_over_limit"}
 LEAK_ARGS = ["--vramtrace-leaks", "--vramtrace-ignore", "*torch.full*"]
-
-
-def _line(path: str, tag: str) -> int:
-    with open(path) as f:
-        return next(i for i, text in enumerate(f, 1) if tag in text)
 
 
 def _pytest(args: List[str], env_path: Tuple[str, ...] = (), timeout: int = 120
@@ -83,7 +78,7 @@ def test_each_leak_names_its_holder_and_line(leak_run, test, tag, holder):
     _, out, _, _ = leak_run
     text = _section(out, test)
     assert "tensor storage made by this test outlived it" in text, text
-    assert f"test_leaks_example.py:{_line(LEAKS, tag)}" in text, text
+    assert f"test_leaks_example.py:{line_of(LEAKS, tag)}" in text, text
     held = [ln for ln in text.splitlines() if "held by:" in ln]
     assert any(holder in ln for ln in held), text
     if test == "test_hook_leak":
@@ -97,7 +92,7 @@ def test_limit_over_names_the_peak_and_its_line(leak_run):
     text = _section(out, "test_over_limit")
     assert "peak memory allocated by this test on host is 2 MiB, over the limit of 1 MiB" \
         in text, text
-    assert f"test_limit_example.py:{_line(LIMITS, 'OVER_LINE')}" in text, text
+    assert f"test_limit_example.py:{line_of(LIMITS, 'OVER_LINE')}" in text, text
 
 
 def test_failing_tests_keep_a_snapshot_that_check_reads(leak_run):
@@ -116,7 +111,7 @@ def test_two_xdist_workers_give_the_same_verdicts(leak_run):
     rc, out, verdicts = _pytest(["-n", "2", *LEAK_ARGS, LEAKS, LIMITS], timeout=180)
     assert rc == 1, out[-4000:]
     assert verdicts == single, out[-6000:]
-    assert f"test_leaks_example.py:{_line(LEAKS, 'LEAK_CACHE')}" in _section(out, "test_cache_leak")
+    assert f"test_leaks_example.py:{line_of(LEAKS, 'LEAK_CACHE')}" in _section(out, "test_cache_leak")
 
 
 def test_without_the_option_only_limits_gate(tmp_path):
@@ -154,10 +149,10 @@ def test_a_cuda_leak_is_flagged_through_pytorchs_observed_allocator():
     assert verdicts == {"test_cuda_cache_leak": "FAILED", "test_cuda_clean": "PASSED"}, out[-4000:]
     text = _section(out, "test_cuda_cache_leak")
     assert "on cuda:0" in text, text
-    assert f"test_cuda_example.py:{_line(cuda, 'CUDA_LEAK_LINE')}" in text, text
+    assert f"test_cuda_example.py:{line_of(cuda, 'CUDA_LEAK_LINE')}" in text, text
     assert "module test_cuda_example.KEPT → list[0]" in text, text
     small = os.path.join(EXAMPLES, "test_cuda_small_example.py")
     rc, out, verdicts = _pytest(["--vramtrace-leaks", small])
     assert verdicts == {"test_cuda_small_leak": "FAILED"}, out[-4000:]
     text = _section(out, "test_cuda_small_leak")
-    assert f"test_cuda_small_example.py:{_line(small, 'CUDA_SMALL_LEAK_LINE')}" in text, text
+    assert f"test_cuda_small_example.py:{line_of(small, 'CUDA_SMALL_LEAK_LINE')}" in text, text

@@ -141,6 +141,23 @@ def test_a_site_on_a_decorator_is_named_by_its_functions_def(tmp_path):
         "return self.lm_head(h) (model.py:5, aten.mm out[0])"
 
 
+def test_a_sites_name_quotes_its_code_without_the_comment(tmp_path):
+    """A trailing comment is not what made the tensor, and a long one took
+    the characters the code needed (nanoGPT with a leak marked by a
+    comment was named `kept.append(logits[:, -1, :].detach()) # LEAK: a
+    vie...`); a `#` inside a string is code and stays."""
+    from vramtrace.torch._naming import _site_name
+    src = tmp_path / "train.py"
+    src.write_text("kept.append(logits[:, -1, :].detach())   # LEAK: a view pins all the logits\n"
+                   "tag = torch.tensor(ord('#'))  # the tag\n"
+                   "# a line of comment only\n")
+    assert _site_name(str(src), 1, "aten.detach out[0]") == \
+        "kept.append(logits[:, -1, :].detach()) (train.py:1, aten.detach out[0])"
+    assert _site_name(str(src), 2, "aten.scalar_tensor out[0]") == \
+        "tag = torch.tensor(ord('#')) (train.py:2, aten.scalar_tensor out[0])"
+    assert _site_name(str(src), 3, "aten.mm out[0]") == "aten.mm out[0] at train.py:3"
+
+
 def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
     """torch.set_default_device and `with torch.device(...)` run every
     factory through a function mode of torch's (utils/_device.py): the name

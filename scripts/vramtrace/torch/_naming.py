@@ -4,8 +4,10 @@ model's name of a parameter (and its ``.grad``), or as the program named them.
 
 from __future__ import annotations
 
+import io
 import linecache
 import os
+import tokenize
 import weakref
 from typing import Any, Dict, Set, Tuple
 
@@ -18,11 +20,30 @@ import torch as _torch
 _MAX_SOURCE = 60   # characters of a source line kept in a tensor's name
 
 
-def _source_line(filename: str, line: int) -> str:
-    """Line ``line`` of ``filename`` as the user wrote it, whitespace runs made
-    one space, cut at _MAX_SOURCE characters; "" when it cannot be read."""
+def _without_comment(src: str) -> str:
+    """``src`` (one line) less its trailing comment: a name quotes the code,
+    and a comment took the characters a long line's code needed
+    (``kept.append(x[:, -1].detach()) # LEAK: a vie...``). Found by the
+    tokenizer, so that a ``#`` inside a string stays; a line it cannot
+    read (a string or bracket that the line does not close) is kept whole
+    up to where it stopped reading."""
+    if "#" not in src:
+        return src
     try:
-        src = " ".join(linecache.getline(filename, line).split())
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+            if tok.type == tokenize.COMMENT:
+                return src[:tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return src
+
+
+def _source_line(filename: str, line: int) -> str:
+    """Line ``line`` of ``filename`` as the user wrote it, without its
+    comment, whitespace runs made one space, cut at _MAX_SOURCE characters;
+    "" when it cannot be read or is all comment."""
+    try:
+        src = _without_comment(" ".join(linecache.getline(filename, line).split()))
     except Exception:
         return ""
     return src[:_MAX_SOURCE - 3] + "..." if len(src) > _MAX_SOURCE else src
