@@ -310,6 +310,51 @@ TEST(report_groups_give_each_finding_its_cause)
     synth_fini(&y);
 }
 
+/* The text report with at most `top` findings in detail (0: all), and how
+ * many it details. */
+static char *render_top(const vt__check_report *r, const synth *y, size_t top, size_t *details)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ASSERT(f);
+    ASSERT_EQ(vt__check_report_print(f, r, &y->s, top), 0);
+    fclose(f);
+    *details = 0;
+    for (const char *p = buf; (p = strstr(p, "\n#")) != NULL; p++)
+        *details += 1;
+    return buf;
+}
+
+/* Under a --top limit a cause's findings are detailed three at most, so
+ * that one leak's many findings (nanoGPT keeping a row of each batch's
+ * logits: 42, 390 lines) leave room for the other causes' details; the
+ * line that counts the rest says why. --top 0 details every one. */
+TEST(a_limited_report_details_three_findings_of_a_cause_at_most)
+{
+    synth y;
+    vt__check_report *r = report_of(
+        &y, &(struct program){ .hold = history_and_cache, .keep = keep_logits_and_a_batch_once,
+                               .every_rule = 1 },
+        &(struct causes){ .nfindings = 5, .ncauses = 2 });
+    size_t details;
+    char *text = render_top(r, &y, 20, &details);
+    ASSERT_EQ(details, 4u);   /* three of the four logits, and the batch */
+    ASSERT_STR_CONTAINS(text, "\n#5 [linger] storage 0x7f3000000000");
+    ASSERT_STR_CONTAINS(text, "... 1 more finding (at most 3 of each cause shown; --top 0 shows all");
+    free(text);
+    text = render_top(r, &y, 0, &details);
+    ASSERT_EQ(details, 5u);
+    ASSERT(strstr(text, "more finding") == NULL);
+    free(text);
+    text = render_top(r, &y, 2, &details);   /* the limit still counts first */
+    ASSERT_EQ(details, 2u);
+    ASSERT_STR_CONTAINS(text, "... 3 more findings (--top 0 shows all");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* A program keeps each step's whole model output (transformers' ModelOutput:
  * its logits and its loss, two lines of the model, as items of one object
  * in a list): one cause, the holder, whatever lines made the tensors. Two

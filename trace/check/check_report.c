@@ -155,6 +155,9 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 }
 
 #define GROUPS_SHOWN 20
+/* Findings of one cause shown in detail under a --top limit (the rest
+ * counted). */
+#define DETAILS_PER_CAUSE 3
 
 #define NO_HOLDER_FOUND "no holder found (no object the holder walks reached refers to the " \
                         "tensor: it is held from C++, or a walk had not reached its holder yet)"
@@ -175,24 +178,25 @@ static void print_held_by(FILE *f, const char *indent, const ck_group *g, const 
 
 /* r's groups (vt__ck_group_findings) and, in *older (free() it), each
  * group's older_alive storages and bytes, its findings' sums: group k's at
- * [k] and [*ng + k]. NULL when out of memory. */
+ * [k] and [*ng + k]; finding i's group in group_of[i] where given (room
+ * for r->nfindings). NULL when out of memory. */
 static ck_group *groups_with_older(const vt__check_report *r, const vt__snapshot_data *s,
-                                   size_t *ng, uint64_t **older)
+                                   size_t *ng, uint64_t **older, uint32_t *group_of)
 {
-    uint32_t *of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
+    uint32_t *of = group_of ? group_of : malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
     ck_group *g = of ? vt__ck_group_findings(r, s, ng, of) : NULL;
     *older = g ? calloc(2 * (*ng ? *ng : 1), sizeof **older) : NULL;
     if (!*older) {
         free(g);
-        free(of);
-        return NULL;
+        g = NULL;
     }
-    for (size_t i = 0; i < r->nfindings; i++)
+    for (size_t i = 0; g && i < r->nfindings; i++)
         if (of[i] < *ng) {
             (*older)[of[i]] += r->findings[i].older_alive;
             (*older)[*ng + of[i]] += r->findings[i].older_alive_bytes;
         }
-    free(of);
+    if (of != group_of)
+        free(of);
     return g;
 }
 
@@ -217,11 +221,12 @@ static void print_held_blocks(FILE *f, uint64_t bytes, uint64_t held)
         fprintf(f, " in %s of blocks", vt__fmt_bytes(held, b));
 }
 
-static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
+static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_data *s,
+                         uint32_t *group_of)
 {
     size_t ng = 0;
     uint64_t *older = NULL;
-    ck_group *g = groups_with_older(r, s, &ng, &older);
+    ck_group *g = groups_with_older(r, s, &ng, &older, group_of);
     if (!g || ng == r->nfindings) {   /* nothing repeats: the list says it all */
         free(g);
         free(older);
@@ -496,9 +501,32 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     fputc('\n', f);
     print_minor(f, r, s);
 
-    print_groups(f, r, s);
-    size_t n = max_findings && max_findings < r->nfindings ? max_findings : r->nfindings;
-    for (size_t i = 0; i < n; i++) {
+    /* group_of[i]: finding i's cause; UINT32_MAX (none) where the groups
+     * could not be made, which then cap nothing */
+    uint32_t *group_of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *group_of);
+    if (!group_of)
+        return -ENOMEM;
+    memset(group_of, 0xff, (r->nfindings ? r->nfindings : 1) * sizeof *group_of);
+    print_groups(f, r, s, group_of);
+    /* The details: with a limit (--top N), at most DETAILS_PER_CAUSE of each
+     * cause, the cause's first among them: one leak's 42 findings differ
+     * in their addresses and times, and twenty of them in a row hid the
+     * other causes' details (nanoGPT keeping a row of each batch's logits:
+     * 390 lines for one cause). */
+    size_t *of_cause = max_findings ? calloc(r->nfindings ? r->nfindings : 1, sizeof *of_cause)
+                                    : NULL;
+    if (max_findings && !of_cause) {
+        free(group_of);
+        return -ENOMEM;
+    }
+    size_t shown = 0, capped = 0;
+    for (size_t i = 0; i < r->nfindings && (!max_findings || shown < max_findings); i++) {
+        if (of_cause && group_of[i] < r->nfindings &&
+            of_cause[group_of[i]]++ >= DETAILS_PER_CAUSE) {
+            capped++;
+            continue;
+        }
+        shown++;
         const vt__check_finding *x = &r->findings[i];
         fprintf(f, "\n#%zu [%s] storage 0x%" PRIx64, i + 1, vt__check_rule_name(x->rule), x->addr);
         if (x->device >= 0)
@@ -692,9 +720,15 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 print_path_line(f, &x->paths[p]);
         }
     }
-    if (n < r->nfindings)
-        fprintf(f, "\n... %zu more finding%s (--top 0 shows all, --json has everything)\n",
-                r->nfindings - n, r->nfindings - n == 1 ? "" : "s");
+    if (shown < r->nfindings) {
+        fprintf(f, "\n... %zu more finding%s (", r->nfindings - shown,
+                r->nfindings - shown == 1 ? "" : "s");
+        if (capped)
+            fprintf(f, "at most %d of each cause shown; ", DETAILS_PER_CAUSE);
+        fprintf(f, "--top 0 shows all, --json has everything)\n");
+    }
+    free(group_of);
+    free(of_cause);
     fflush(f);
     return ferror(f) ? -EIO : 0;
 }
@@ -964,7 +998,7 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     fprintf(f, "],\"groups\":[");
     size_t ng = 0;
     uint64_t *older = NULL;
-    ck_group *g = groups_with_older(r, s, &ng, &older);
+    ck_group *g = groups_with_older(r, s, &ng, &older, NULL);
     if (!g)
         return -ENOMEM;
     for (size_t k = 0; k < ng; k++) {
