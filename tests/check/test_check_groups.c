@@ -549,6 +549,45 @@ static void two_layers_each_with_a_log(synth *y)
     synth_held(y, 8506, "list", 8504, ".attention_log");
 }
 
+/* Three maps a step in the first layer's log, one in the second's at the
+ * last step. */
+static void keep_three_maps_in_one_layer_and_one_in_the_other(synth *y, int i)
+{
+    for (uint64_t k = 0; k < 4; k++) {
+        uint64_t layer = k == 3;
+        if (layer && i != 4)
+            continue;
+        uint64_t t = 8600 + 4 * (uint64_t)i + k;
+        synth_made(y, t, 0x7f6000000000ull + ((uint64_t)i * 4 + k) * 4 * MiB, MiB,
+                   "attention = F.softmax(e, dim=-1) (main.py:124, aten._softmax out[0])",
+                   st_fwd);
+        synth_ref(y, 8505 + layer, t, item_label((int)(4 * (uint64_t)i + k)));
+    }
+}
+
+/* A limited report details the findings of a cause whose chains differ
+ * first: the second layer's one map is shown beside the first layer's,
+ * though the first layer's come first (pytorch/examples' GAT keeping each
+ * layer's attention maps: under the limit the text named one key only). */
+TEST(a_limited_report_details_a_causes_different_chains_first)
+{
+    synth y;
+    vt__check_report *r = report_of(
+        &y, &(struct program){ .module = 8500, .kind = "GAT", .attr = ".gat_net",
+                               .hold = two_layers_each_with_a_log,
+                               .keep = keep_three_maps_in_one_layer_and_one_in_the_other },
+        &(struct causes){ .nfindings = 13, .ncauses = 1 });
+    size_t details;
+    char *text = render_top(r, &y, 20, &details);
+    ASSERT_EQ(details, 3u);
+    ASSERT_STR_CONTAINS(text, "dict['gat1']");
+    ASSERT_STR_CONTAINS(text, "dict['gat2']");
+    ASSERT_STR_CONTAINS(text, "... 10 more findings (at most 3 of each cause shown;");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(a_cause_reached_through_several_keys_of_one_dict_says_dict_star)
 {
     assert_causes(&(struct program){ .module = 8500, .kind = "GAT", .attr = ".gat_net",

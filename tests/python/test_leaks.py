@@ -113,8 +113,9 @@ def test_cycle_victims_are_held_by_a_reference_cycle_until_gc_ran(traced):
     after their last use; the weight and the batches are not."""
     cli = _cli()
     info = traced("cycle", "leak")
-    r = subprocess.run([cli, "check", info["snap"]], capture_output=True, text=True,
-                       timeout=60)
+    # every finding detailed (--top 0): each must say so
+    r = subprocess.run([cli, "check", info["snap"], "--top", "0"], capture_output=True,
+                       text=True, timeout=60)
     assert r.returncode == 1, r.stderr
     text = r.stdout
     n = len(info["expect"])

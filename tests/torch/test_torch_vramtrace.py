@@ -209,7 +209,7 @@ def test_activations_a_collection_freed_are_held_by_a_reference_cycle_until_gc_r
     lam = f"function <lambda at gc_cycle.py:{leak['lambda_line']}>"
     assert any(p.startswith(f"(cycle) StepContext.on_done → {lam}") and
                "StepContext.act → tensor" in p for p in paths), paths
-    text = run([CLI, "check", leak["snap"]], status=1)
+    text = run([CLI, "check", leak["snap"], "--top", "0"], status=1)   # each finding detailed
     assert text.startswith("vramtrace check: 9 findings, 4.5 MiB held after last use")
     assert text.count("held by a reference cycle until gc ran: the collection at") == 9
     assert "held by (just before gc collected it):" in text

@@ -409,6 +409,82 @@ static void print_path_line(FILE *f, const vt__check_path *path)
         free(text);
 }
 
+/* A hash of the shape of finding x's first holder chain: its text up to
+ * the storage (each finding's own address) with each sequence index made
+ * "[*]" (a list's 18th item and its 19th hold alike; a dict's keys and the
+ * attributes stay, which say where). 0: none. */
+static uint64_t chain_shape(const vt__check_finding *x)
+{
+    if (!x->npaths)
+        return 0;
+    char line[PATH_LINE_MAX];
+    vt__check_path_format_folded(&x->paths[0], line, sizeof line);
+    line[sizeof line - 1] = '\0';
+    static const char storage[] = " \xe2\x86\x92 storage ";
+    char *cut = NULL;
+    for (char *at = strstr(line, storage); at; at = strstr(at + 1, storage))
+        cut = at;
+    if (cut)
+        *cut = '\0';
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (const char *c = line; *c; c++) {
+        if (c[0] == '[' && c[1] >= '0' && c[1] <= '9') {
+            const char *e = c + 1;
+            while (*e >= '0' && *e <= '9')
+                e++;
+            if (*e == ']') {
+                for (const char *k = "[*]"; *k; k++)
+                    h = (h ^ (uint8_t)*k) * 1099511628211ull;
+                c = e;
+                continue;
+            }
+        }
+        h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    }
+    return h | 1;
+}
+
+/* Which of r's findings a limited text report details (1s, r->nfindings of
+ * them; NULL when out of memory): DETAILS_PER_CAUSE of each cause at most
+ * (group_of[i]: finding i's; UINT32_MAX: none, always detailed), first
+ * those whose holder chains differ in shape (chain_shape), in the
+ * findings' order, then the next ones: a cause that two layers' lists keep
+ * (its chain says dict[*]) shows one of each layer's. */
+static uint8_t *details_chosen(const vt__check_report *r, const uint32_t *group_of)
+{
+    size_t n = r->nfindings ? r->nfindings : 1;
+    uint8_t *chosen = calloc(n, 1);
+    size_t *count = calloc(n, sizeof *count);
+    uint64_t *shapes = calloc(n * DETAILS_PER_CAUSE, sizeof *shapes);   /* each cause's shown */
+    if (!chosen || !count || !shapes) {
+        free(chosen);
+        chosen = NULL;
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < r->nfindings; i++) {
+            uint32_t g = group_of[i];
+            if (g >= n) {
+                chosen[i] = 1;
+                continue;
+            }
+            if (chosen[i] || count[g] >= DETAILS_PER_CAUSE)
+                continue;
+            uint64_t shape = pass == 0 ? chain_shape(&r->findings[i]) : 0;
+            int seen = 0;
+            for (size_t k = 0; pass == 0 && k < count[g]; k++)
+                seen |= shapes[g * DETAILS_PER_CAUSE + k] == shape;
+            if (seen)
+                continue;
+            shapes[g * DETAILS_PER_CAUSE + count[g]++] = shape;
+            chosen[i] = 1;
+        }
+out:
+    free(count);
+    free(shapes);
+    return chosen;
+}
+
 int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapshot_data *s,
                            size_t max_findings)
 {
@@ -509,20 +585,18 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
     memset(group_of, 0xff, (r->nfindings ? r->nfindings : 1) * sizeof *group_of);
     print_groups(f, r, s, group_of);
     /* The details: with a limit (--top N), at most DETAILS_PER_CAUSE of each
-     * cause, the cause's first among them: one leak's 42 findings differ
-     * in their addresses and times, and twenty of them in a row hid the
-     * other causes' details (nanoGPT keeping a row of each batch's logits:
-     * 390 lines for one cause). */
-    size_t *of_cause = max_findings ? calloc(r->nfindings ? r->nfindings : 1, sizeof *of_cause)
-                                    : NULL;
-    if (max_findings && !of_cause) {
+     * cause (details_chosen says which): one leak's 42 findings differ in
+     * their addresses and times, and twenty of them in a row hid the other
+     * causes' details (nanoGPT keeping a row of each batch's logits: 390
+     * lines for one cause). */
+    uint8_t *chosen = max_findings ? details_chosen(r, group_of) : NULL;
+    if (max_findings && !chosen) {
         free(group_of);
         return -ENOMEM;
     }
     size_t shown = 0, capped = 0;
     for (size_t i = 0; i < r->nfindings && (!max_findings || shown < max_findings); i++) {
-        if (of_cause && group_of[i] < r->nfindings &&
-            of_cause[group_of[i]]++ >= DETAILS_PER_CAUSE) {
+        if (chosen && !chosen[i]) {
             capped++;
             continue;
         }
@@ -728,7 +802,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         fprintf(f, "--top 0 shows all, --json has everything)\n");
     }
     free(group_of);
-    free(of_cause);
+    free(chosen);
     fflush(f);
     return ferror(f) ? -EIO : 0;
 }
