@@ -272,8 +272,10 @@ static inline void kept_losses_on_their_buffers(synth *y)
 /* Not inlined: inlined into a caller that searches the text, gcc 12 takes
  * pointers into the stream's buffer for pointers to the local `buf` that
  * open_memstream was given (-Wdangling-pointer, a false alarm). */
-__attribute__((noinline)) static char *render(const vt__check_report *r, const synth *y,
-                                              int json)
+/* The report as text with at most `top` findings detailed (0: all), or as
+ * JSON (`json` 1); free() it. */
+__attribute__((noinline)) static char *render_top(const vt__check_report *r, const synth *y,
+                                                  int json, size_t top)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -282,9 +284,14 @@ __attribute__((noinline)) static char *render(const vt__check_report *r, const s
     if (json)
         ASSERT_EQ(vt__check_report_write_json(f, r, &y->s), 0);
     else
-        ASSERT_EQ(vt__check_report_print(f, r, &y->s, 0), 0);
+        ASSERT_EQ(vt__check_report_print(f, r, &y->s, top), 0);
     fclose(f);
     return buf;
+}
+
+static inline char *render(const vt__check_report *r, const synth *y, int json)
+{
+    return render_top(r, y, json, 0);
 }
 
 /* The report, as text (json 0) or valid JSON (1), says each of `wants`

@@ -292,13 +292,20 @@ static void history_and_cache(synth *y)
     synth_holder(y, 6, "cache");
 }
 
+/* The report on a program whose history keeps four steps' logits and whose
+ * cache keeps a batch once: 5 findings of 2 causes. */
+static vt__check_report *logits_and_a_batch(synth *y)
+{
+    return report_of(y, &(struct program){ .hold = history_and_cache,
+                                           .keep = keep_logits_and_a_batch_once,
+                                           .every_rule = 1 },
+                     &(struct causes){ .nfindings = 5, .ncauses = 2 });
+}
+
 TEST(report_groups_give_each_finding_its_cause)
 {
     synth y;
-    vt__check_report *r = report_of(
-        &y, &(struct program){ .hold = history_and_cache, .keep = keep_logits_and_a_batch_once,
-                               .every_rule = 1 },
-        &(struct causes){ .nfindings = 5, .ncauses = 2 });
+    vt__check_report *r = logits_and_a_batch(&y);
     uint32_t *g = causes_of_findings(r);
     for (size_t i = 0; i < r->nfindings; i++) {
         const vt__check_finding *f = &r->findings[i];
@@ -312,14 +319,10 @@ TEST(report_groups_give_each_finding_its_cause)
 
 /* The text report with at most `top` findings in detail (0: all), and how
  * many it details. */
-static char *render_top(const vt__check_report *r, const synth *y, size_t top, size_t *details)
+static char *render_details(const vt__check_report *r, const synth *y, size_t top,
+                            size_t *details)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ASSERT(f);
-    ASSERT_EQ(vt__check_report_print(f, r, &y->s, top), 0);
-    fclose(f);
+    char *buf = render_top(r, y, 0, top);
     *details = 0;
     for (const char *p = buf; (p = strstr(p, "\n#")) != NULL; p++)
         *details += 1;
@@ -333,21 +336,18 @@ static char *render_top(const vt__check_report *r, const synth *y, size_t top, s
 TEST(a_limited_report_details_three_findings_of_a_cause_at_most)
 {
     synth y;
-    vt__check_report *r = report_of(
-        &y, &(struct program){ .hold = history_and_cache, .keep = keep_logits_and_a_batch_once,
-                               .every_rule = 1 },
-        &(struct causes){ .nfindings = 5, .ncauses = 2 });
+    vt__check_report *r = logits_and_a_batch(&y);
     size_t details;
-    char *text = render_top(r, &y, 20, &details);
+    char *text = render_details(r, &y, 20, &details);
     ASSERT_EQ(details, 4u);   /* three of the four logits, and the batch */
     ASSERT_STR_CONTAINS(text, "\n#5 [linger] storage 0x7f3000000000");
     ASSERT_STR_CONTAINS(text, "... 1 more finding (at most 3 of each cause shown; --top 0 shows all");
     free(text);
-    text = render_top(r, &y, 0, &details);
+    text = render_details(r, &y, 0, &details);
     ASSERT_EQ(details, 5u);
     ASSERT(strstr(text, "more finding") == NULL);
     free(text);
-    text = render_top(r, &y, 2, &details);   /* the limit still counts first */
+    text = render_details(r, &y, 2, &details);   /* the limit still counts first */
     ASSERT_EQ(details, 2u);
     ASSERT_STR_CONTAINS(text, "... 3 more findings (--top 0 shows all");
     free(text);
@@ -578,7 +578,7 @@ TEST(a_limited_report_details_a_causes_different_chains_first)
                                .keep = keep_three_maps_in_one_layer_and_one_in_the_other },
         &(struct causes){ .nfindings = 13, .ncauses = 1 });
     size_t details;
-    char *text = render_top(r, &y, 20, &details);
+    char *text = render_details(r, &y, 20, &details);
     ASSERT_EQ(details, 3u);
     ASSERT_STR_CONTAINS(text, "dict['gat1']");
     ASSERT_STR_CONTAINS(text, "dict['gat2']");

@@ -124,21 +124,26 @@ def test_the_model_index_holds_the_models_alive_at_the_last_lookup(fake):
         assert set(tr._model_of) == {id(p) for p in second.parameters()}
 
 
+def _site_names(path, source: str, lines) -> list:
+    """The names of an op's output (aten.mm out[0]) made at each of ``lines``
+    of ``source``, written to ``path``."""
+    from vramtrace.torch._naming import _site_name
+    path.write_text(source)
+    return [_site_name(str(path), line, "aten.mm out[0]") for line in lines]
+
+
 def test_a_site_on_a_decorator_is_named_by_its_functions_def(tmp_path):
     """A compiled function's tensors stand at its first line (torch.compile's
     frames), which for a decorated forward, as transformers writes them, is
     a decorator: named by the def it decorates, with that line's number."""
-    from vramtrace.torch._naming import _site_name
-    src = tmp_path / "model.py"
-    src.write_text("class M:\n"
-                   "    @add_docstrings(DOC)\n"
-                   "    @replace_return(Out)\n"
-                   "    def forward(self, input_ids=None):\n"
-                   "        return self.lm_head(h)\n")
-    assert _site_name(str(src), 2, "aten.mm out[0]") == \
-        "def forward(self, input_ids=None): (model.py:4, aten.mm out[0])"
-    assert _site_name(str(src), 5, "aten.mm out[0]") == \
-        "return self.lm_head(h) (model.py:5, aten.mm out[0])"
+    assert _site_names(tmp_path / "model.py",
+                       "class M:\n"
+                       "    @add_docstrings(DOC)\n"
+                       "    @replace_return(Out)\n"
+                       "    def forward(self, input_ids=None):\n"
+                       "        return self.lm_head(h)\n", [2, 5]) == [
+        "def forward(self, input_ids=None): (model.py:4, aten.mm out[0])",
+        "return self.lm_head(h) (model.py:5, aten.mm out[0])"]
 
 
 def test_a_sites_name_quotes_its_code_without_the_comment(tmp_path):
@@ -146,16 +151,13 @@ def test_a_sites_name_quotes_its_code_without_the_comment(tmp_path):
     the characters the code needed (nanoGPT with a leak marked by a
     comment was named `kept.append(logits[:, -1, :].detach()) # LEAK: a
     vie...`); a `#` inside a string is code and stays."""
-    from vramtrace.torch._naming import _site_name
-    src = tmp_path / "train.py"
-    src.write_text("kept.append(logits[:, -1, :].detach())   # LEAK: a view pins all the logits\n"
-                   "tag = torch.tensor(ord('#'))  # the tag\n"
-                   "# a line of comment only\n")
-    assert _site_name(str(src), 1, "aten.detach out[0]") == \
-        "kept.append(logits[:, -1, :].detach()) (train.py:1, aten.detach out[0])"
-    assert _site_name(str(src), 2, "aten.scalar_tensor out[0]") == \
-        "tag = torch.tensor(ord('#')) (train.py:2, aten.scalar_tensor out[0])"
-    assert _site_name(str(src), 3, "aten.mm out[0]") == "aten.mm out[0] at train.py:3"
+    assert _site_names(tmp_path / "train.py",
+                       "kept.append(logits[:, -1, :].detach())   # LEAK: a view pins all the logits\n"
+                       "tag = torch.tensor(ord('#'))  # the tag\n"
+                       "# a line of comment only\n", [1, 2, 3]) == [
+        "kept.append(logits[:, -1, :].detach()) (train.py:1, aten.mm out[0])",
+        "tag = torch.tensor(ord('#')) (train.py:2, aten.mm out[0])",
+        "aten.mm out[0] at train.py:3"]
 
 
 def test_tensors_made_under_a_default_device_are_named_by_the_users_line(fake):
