@@ -16,13 +16,23 @@ the variants alternating over --rounds rounds:
                  given Python objects, the autograd engine's ops held and
                  handed over) and nothing recorded
   no marks       track() as users run it, no mark
+  bare marks     track() with a mark a step that does only what orders the
+                 events (the ops held back handed over, the step counted,
+                 the MARK recorded): its policy (the grads and buffers
+                 followed, the sweep, the ring's and the walks' checks)
+                 skipped, a measuring device, not a way to run
   tracked        track() with a mark a step (bench_track's device rows)
+  stand-in       the loop alone with 400 KB zeroed between its steps,
+                 untimed: what any work between the program's steps costs
+                 its next step (the caches it empties), to read the rows
+                 above by (a mark's work is paid about twice)
 
 Each process gives the median of its steps' CPU time (all its threads; a
 step synchronized and timed alone); a row is the median process (min-max)
 and the median over rounds of its ratio to the same round's untracked
 process. The differences between rows are the parts: the observer's, the
-recording's and the mark's, above PyTorch's own (the hook's). Without a
+recording's, the mark's (its ordering, then its policy), above PyTorch's own
+(the hook's); the stand-in's is against untracked. Without a
 C++ compiler for torch.utils.cpp_extension the hook row is left out (said
 so). --pin CPU runs each process on that one CPU (all its threads), as
 bench_track.py's --device-pin: on a shared 2-core machine an unpinned
@@ -59,7 +69,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "..", "scripts")
-VARIANTS = ("untracked", "hook", "observer", "no marks", "tracked")
+VARIANTS = ("untracked", "hook", "observer", "no marks", "bare marks", "tracked", "stand-in")
+STAND_IN_BYTES = 400 << 10   # zeroed between the stand-in row's steps
 HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
 PERF_ENV = ("VT_BENCH_PERF_CTL", "VT_BENCH_PERF_ACK")   # perf's control and ack fifos
 sys.path.insert(0, HERE)
@@ -98,6 +109,8 @@ def child(variant: str, steps: int, pin: int) -> None:
     cpu: list = []
 
     def timed(i: int, mark=None) -> None:
+        if variant == "stand-in":
+            bytes(STAND_IN_BYTES)   # untimed: its cost is what the step pays after it
         c0 = time.process_time()
         if mark is not None:
             mark(f"iteration {i}")
@@ -110,7 +123,7 @@ def child(variant: str, steps: int, pin: int) -> None:
         hook = ctypes.CDLL(os.environ[HOOK_ENV])
         hook.hook_floor_calls.restype = ctypes.c_ulonglong
         hook.hook_floor_start()
-    if variant in ("untracked", "hook"):
+    if variant in ("untracked", "hook", "stand-in"):
         perf_control("enable")
         for i in range(steps):
             timed(i)
@@ -127,11 +140,19 @@ def child(variant: str, steps: int, pin: int) -> None:
             # without engine_uses: every backward op goes to on_other too
             return install(self, "".format, "".format, *rest)
         trackobs.Observer.install = to_nothing
+    if variant == "bare marks":
+        from vramtrace.torch._tracker import Tracker
+
+        def ordering_only(self, kind: str, arg: str) -> None:
+            self._fast.flush()
+            if kind in ("mark", "tick"):
+                self._fast.epoch += 1
+        Tracker._on_mark = ordering_only
     with vtt.track() as tr:
         observer = tr._observer is not None   # (none once the block ends)
         perf_control("enable")
         for i in range(steps):
-            timed(i, vtt.mark if variant == "tracked" else None)
+            timed(i, vtt.mark if variant in ("tracked", "bare marks") else None)
         perf_control("disable")
     print(json.dumps({"cpu_ms": statistics.median(cpu) * 1e3, "observer": observer}))
 
@@ -178,7 +199,7 @@ def measure(simrun: str, env: dict, variants: tuple, steps: int, rounds: int,
             if r.returncode != 0:
                 sys.exit(f"bench_track_parts: {v} failed:\n{r.stderr[-2000:]}")
             res = json.loads(r.stdout.strip().splitlines()[-1])
-            if v not in ("untracked", "hook") and not res["observer"]:
+            if v not in ("untracked", "hook", "stand-in") and not res["observer"]:
                 sys.exit(f"bench_track_parts: {v} did not use the op observer")
             if v == "hook" and res["hook_calls"] == 0:
                 sys.exit("bench_track_parts: the hook saw no op (installed nowhere?)")
@@ -192,7 +213,8 @@ def report(got: dict, variants: tuple, steps: int, rounds: int, pin: int,
     """The table and the RESULT line."""
     print(f"simulated CUDA device, bench_track's small loop, {steps} steps per process, "
           f"{rounds} rounds: CPU ms a step (the median process, min-max), the median "
-          f"over rounds of the ratio to untracked, and what the row adds to the one above"
+          f"over rounds of the ratio to untracked, and what the row adds to the one above "
+          f"(the stand-in: to untracked)"
           + (f"; every process on CPU {pin} alone" if pin >= 0 else ""))
     print(f"{'variant':<12}{'ms/step':>20}{'ratio':>8}{'adds ms':>9}")
     med = {v: statistics.median(got[v]) for v in variants}
@@ -200,7 +222,8 @@ def report(got: dict, variants: tuple, steps: int, rounds: int, pin: int,
              for v in variants}
     for i, v in enumerate(variants):
         ms = sorted(got[v])
-        adds = f"{med[v] - med[variants[i - 1]]:+.3f}" if i else ""
+        above = "untracked" if v == "stand-in" else variants[i - 1]
+        adds = f"{med[v] - med[above]:+.3f}" if i else ""
         print(f"{v:<12}{f'{med[v]:.3f} ({ms[0]:.3f}-{ms[-1]:.3f})':>20}{ratio[v]:>7.2f}x"
               f"{adds:>9}")
     hook = (f"hook_x={ratio['hook']:.2f} hook_ms={med['hook'] - med['untracked']:.3f} "
@@ -210,7 +233,9 @@ def report(got: dict, variants: tuple, steps: int, rounds: int, pin: int,
           f"no_marks_x={ratio['no marks']:.2f} tracked_x={ratio['tracked']:.2f} "
           f"observer_ms={med['observer'] - med['untracked']:.3f} "
           f"recording_ms={med['no marks'] - med['observer']:.3f} "
-          f"marks_ms={med['tracked'] - med['no marks']:.3f}")
+          f"marks_ms={med['tracked'] - med['no marks']:.3f} "
+          f"mark_policy_ms={med['tracked'] - med['bare marks']:.3f} "
+          f"stand_in_ms={med['stand-in'] - med['untracked']:.3f}")
 
 
 if __name__ == "__main__":
