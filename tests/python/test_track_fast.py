@@ -173,6 +173,34 @@ def test_a_recording_failure_never_fails_the_op(real_lib):
         assert len(msgs) == 1 and "injected" in msgs[0], msgs
 
 
+def test_a_stranger_in_the_books_is_a_recording_failure_not_a_new_tensor(real_lib):
+    """The index of live tensors holding something else than a record for a
+    tensor is the books' corruption: every lookup (record_of) says so, and
+    the op is not recorded as a first sight under a new record."""
+    with vtt.track() as tr:
+        a = torch.arange(4.0)
+        tr._fast.settle()
+        tr._fast.flush()
+        tid = tr.tensor_id(a)
+        assert tid
+        tr._by_obj[id(a)] = "a stranger"
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            b = a * 2
+        assert b.tolist() == [0.0, 2.0, 4.0, 6.0]
+        assert tr.errors == 1
+        msgs = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+        assert len(msgs) == 1 and "hold no tensor record" in msgs[0], msgs
+        del tr._by_obj[id(a)]
+        # the mark's sweep lists its books through one filter: the same
+        for book, listing in ((tr._storages, tr._fast.storages_to_check),
+                              (tr._by_tid, tr._fast.tensors_to_check)):
+            book["stranger"] = "a stranger"
+            with pytest.raises(RuntimeError, match="hold a stranger"):
+                listing()
+            del book["stranger"]
+
+
 def test_tensors_die_through_the_c_callbacks(real_lib):
     """A tensor made and dropped inside the block leaves the books: its
     record, its storage, and (host memory) the declared range."""

@@ -36,7 +36,8 @@ class _Storages:
         fast = self._fast
         fast.settle()
         for srec in fast.storages_to_check():
-            fast.check_storage(srec, None)   # (one an earlier check ended: nothing left to ask)
+            # (one that an earlier check in this loop ended has no handle left: nothing asked)
+            fast.check_storage(srec, None)
         for rec in fast.tensors_to_check():
             t = rec.ref() if rec.ref is not None else None
             if t is None:

@@ -135,8 +135,12 @@ PyObject *book_filter(Dispatcher *d, int which, int (*is_rec)(PyObject *),
     PyObject *out = all ? PyList_New(0) : NULL;
     for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(all); i++) {
         PyObject *rec = PyList_GET_ITEM(all, i);
-        if (!is_rec(rec) || (keep(d, rec) && PyList_Append(out, rec) < 0))
+        if (!is_rec(rec)) {
+            PyErr_SetString(PyExc_RuntimeError, "the books hold a stranger");
             Py_CLEAR(out);
+        } else if (keep(d, rec) && PyList_Append(out, rec) < 0) {
+            Py_CLEAR(out);
+        }
     }
     Py_XDECREF(all);
     return out;
@@ -457,8 +461,10 @@ PyObject *record_of(PyObject *by_obj, PyObject *t)
     PyObject *key = PyLong_FromVoidPtr(t);
     PyObject *rec = key ? PyDict_GetItemWithError(by_obj, key) : NULL;
     Py_XDECREF(key);
-    if (rec != NULL && !is_tensor_rec(rec))
+    if (rec != NULL && !is_tensor_rec(rec)) {
+        PyErr_SetString(PyExc_RuntimeError, "a tensor's books hold no tensor record");
         return NULL;
+    }
     Py_XINCREF(rec);
     return rec;
 }
