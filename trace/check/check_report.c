@@ -158,6 +158,8 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 /* Findings of one cause shown in detail under a --top limit (the rest
  * counted). */
 #define DETAILS_PER_CAUSE 3
+/* A cause's findings looked at for holder chains of other shapes, at most. */
+#define DETAILS_SCAN 256
 
 #define NO_HOLDER_FOUND "no holder found (no object the holder walks reached refers to the " \
                         "tensor: it is held from C++, or a walk had not reached its holder yet)"
@@ -447,16 +449,18 @@ static uint64_t chain_shape(const vt__check_finding *x)
 /* Which of r's findings a limited text report details (1s, r->nfindings of
  * them; NULL when out of memory): DETAILS_PER_CAUSE of each cause at most
  * (group_of[i]: finding i's; UINT32_MAX: none, always detailed), first
- * those whose holder chains differ in shape (chain_shape), in the
- * findings' order, then the next ones: a cause that two layers' lists keep
- * (its chain says dict[*]) shows one of each layer's. */
+ * those whose holder chains differ in shape (chain_shape) among the
+ * cause's first DETAILS_SCAN, in the findings' order, then the next ones:
+ * a cause that two layers' lists keep (its chain says dict[*]) shows one of
+ * each layer's. (The scan is bounded: a graph kept every step is one cause
+ * of thousands of findings of one shape, each a chain to format.) */
 static uint8_t *details_chosen(const vt__check_report *r, const uint32_t *group_of)
 {
     size_t n = r->nfindings ? r->nfindings : 1;
     uint8_t *chosen = calloc(n, 1);
-    size_t *count = calloc(n, sizeof *count);
+    size_t *count = calloc(n, sizeof *count), *looked = calloc(n, sizeof *looked);
     uint64_t *shapes = calloc(n * DETAILS_PER_CAUSE, sizeof *shapes);   /* each cause's shown */
-    if (!chosen || !count || !shapes) {
+    if (!chosen || !count || !looked || !shapes) {
         free(chosen);
         chosen = NULL;
         goto out;
@@ -468,7 +472,8 @@ static uint8_t *details_chosen(const vt__check_report *r, const uint32_t *group_
                 chosen[i] = 1;
                 continue;
             }
-            if (chosen[i] || count[g] >= DETAILS_PER_CAUSE)
+            if (chosen[i] || count[g] >= DETAILS_PER_CAUSE ||
+                (pass == 0 && looked[g]++ >= DETAILS_SCAN))
                 continue;
             uint64_t shape = pass == 0 ? chain_shape(&r->findings[i]) : 0;
             int seen = 0;
@@ -481,6 +486,7 @@ static uint8_t *details_chosen(const vt__check_report *r, const uint32_t *group_
         }
 out:
     free(count);
+    free(looked);
     free(shapes);
     return chosen;
 }
