@@ -174,12 +174,13 @@ typedef struct ck_model {
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
-    /* Without marks: the time of every free the program asked for, in
-     * order; a call site keeping memory between frees is in a loop
-     * (NEVER-FREED and GROWTH by time), one allocating a burst of weights
+    /* The time of every free the program asked for from free_time_from
+     * on (the last mark; 0 without marks), in order; a call site keeping
+     * memory between frees is in a loop (NEVER-FREED and GROWTH by time,
+     * NEVER-FREED after the last mark), one allocating a burst of weights
      * is not. */
     uint64_t *free_time; size_t nfree_time, capfree_time;
-    uint8_t want_free_time;
+    uint64_t free_time_from;
     /* The recording tool's own pauses of the program (PAUSE events), as
      * disjoint intervals in time order, each with the paused time of those
      * before it: the program's own time between two moments leaves them
@@ -260,8 +261,8 @@ uint32_t vt__ck_live_containing(const ck_model *m, uint64_t addr);
 
 /* Step of an event: the number of marks at or before it. */
 uint32_t vt__ck_step_of(const ck_model *m, uint64_t seq);
-/* Whether the program freed anything strictly between times a and b:
- * without marks only (want_free_time). */
+/* Whether the program freed anything strictly between times a and b
+ * (both at or after free_time_from: the frees kept). */
 int vt__ck_freed_between(const ck_model *m, uint64_t a, uint64_t b);
 /* A PAUSE event (its end time, aux its length) kept by the model's walk
  * (0, or -ENOMEM); once the walk is done, the pauses put in time order,

@@ -635,7 +635,7 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
                 map_set(&w->by_handle, fl->lifetime, x, m->st[x].ord) < 0)
                 return -ENOMEM;
         }
-        if (m->want_free_time && push_free_time(m, e->time_ns) < 0)
+        if (e->time_ns >= m->free_time_from && push_free_time(m, e->time_ns) < 0)
             return -ENOMEM;
         if (x == CK_NONE || m->st[x].freed)
             x = vt__ck_live_at(m, e->addr);   /* an implicit storage at the address */
@@ -873,7 +873,7 @@ static void model_reset(ck_model *m)
     ck_model keep = { .s = m->s, .es = m->es, .err = m->err, .errlen = m->errlen,
                       .rules_asked = m->rules_asked, .keep_records = m->keep_records,
                       .pool_by_time = m->pool_by_time, .nwin = m->nwin, .win_t0 = m->win_t0,
-                      .win_span = m->win_span, .want_free_time = m->want_free_time };
+                      .win_span = m->win_span, .free_time_from = m->free_time_from };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -923,7 +923,9 @@ int vt__ck_model_build(ck_model *m)
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
-    m->want_free_time = !nmarks;
+    /* without marks every free; with them those after the last mark,
+     * where NEVER-FREED judges the run's quiet end (vt__ck_quiet_tail) */
+    m->free_time_from = nmarks ? tl->marks[nmarks - 1].time_ns : 0;
     /* GROWTH by time (check.c runs it where nwin says), in windows of the
      * trace the retired storages are counted in as they go: an observed
      * PyTorch pool's trace without marks, its tensors recorded or not (a
