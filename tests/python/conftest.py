@@ -119,3 +119,20 @@ def line_of(path: str, tag: str) -> int:
     marking the line a test expects a report to name)."""
     with open(path) as f:
         return next(i for i, text in enumerate(f, 1) if tag in text)
+
+
+def storage_nbytes(t):
+    """(bytes, address) of tensor t's storage."""
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return st.nbytes(), st.data_ptr()
+
+
+def made_by(name, op):
+    """A tensor's name says the op that made it, after the user's line:
+    "b = a @ a.t() (test_track_names.py:31, aten.mm out[0])"."""
+    return name == op or name.endswith(f", {op})") or name.startswith(f"{op} at ")
+
+
+def new_by_name(lib, op):
+    """The fake library's TENSOR_NEW calls of tensors op made."""
+    return [e for e in lib.of("tensor_new") if made_by(e[5], op)]

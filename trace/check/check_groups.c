@@ -531,6 +531,26 @@ out:
     return sorted;
 }
 
+ck_group *vt__ck_groups_with_older(const vt__check_report *r, const vt__snapshot_data *s,
+                                   size_t *ng, uint64_t **older, uint32_t *group_of)
+{
+    uint32_t *of = group_of ? group_of : malloc((r->nfindings ? r->nfindings : 1) * sizeof *of);
+    ck_group *g = of ? vt__ck_group_findings(r, s, ng, of) : NULL;
+    *older = g ? calloc(2 * (*ng ? *ng : 1), sizeof **older) : NULL;
+    if (!*older) {
+        free(g);
+        g = NULL;
+    }
+    for (size_t i = 0; g && i < r->nfindings; i++)
+        if (of[i] < *ng) {
+            (*older)[of[i]] += r->findings[i].older_alive;
+            (*older)[*ng + of[i]] += r->findings[i].older_alive_bytes;
+        }
+    if (of != group_of)
+        free(of);
+    return g;
+}
+
 long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data *s,
                              uint32_t *group_of)
 {

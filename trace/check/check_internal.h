@@ -449,6 +449,12 @@ typedef struct ck_group {
  * program's own code that findings no tensor names are grouped by. */
 ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_data *s,
                                 size_t *ngroups, uint32_t *group_of);
+/* r's groups (vt__ck_group_findings) and, in *older (free() it), each
+ * group's older_alive storages and bytes, its findings' sums: group k's at
+ * [k] and [*ng + k]; finding i's group in group_of[i] where given (room
+ * for r->nfindings). NULL when out of memory. */
+ck_group *vt__ck_groups_with_older(const vt__check_report *r, const vt__snapshot_data *s,
+                                   size_t *ng, uint64_t **older, uint32_t *group_of);
 /* A group's rule, owner line and shown path: pointers into ``copy``. */
 void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char **rule,
                         const char **owner, const char **path);
