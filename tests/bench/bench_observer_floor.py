@@ -24,7 +24,14 @@ in one process, blocks of iterations alternating:
 
 The loop is bench_track.py's small one (MLP 256-512-512-10, batch 64, SGD,
 ops of about 50 us). Times are the process's CPU time per iteration (torch
-on one thread), the median of the blocks (min-max). It prints what the
+on one thread), the median of the blocks (min-max). With --device cuda the
+loop runs on the device (under simrun, the simulated one: each iteration
+synchronized, its backward on the autograd engine's device thread, which
+the observer's global callback sees too), as bench_track.py's device rows:
+the floor of a tracker that keeps its books in C++, against track()'s
+ratio there. Its tensors' memory is then the CUDA caching allocator's,
+which the observer does not wrap: the allocations and frees it counts are
+the host's, and may be none. It prints what the
 observer saw per iteration, the ops the dispatch mode sees in one, and the
 recording's snapshot as `vramtrace check --json` reads it (storages and
 tensors), exits 1 when any of those is zero (so that the floor of an
@@ -32,7 +39,8 @@ observer that saw nothing cannot pass for one), and prints one RESULT line;
 it asserts nothing about speed.
 
     python bench_observer_floor.py [--rounds N] [--steps N] [--snapshot PATH]
-                                   [--build-dir DIR]
+                                   [--build-dir DIR] [--device cpu|cuda]
+    simrun -- python bench_observer_floor.py --device cuda ...
         (needs torch with its headers, a C++ compiler and ninja for
          torch.utils.cpp_extension, $VRAMTRACE_LIB and $VRAMTRACE_CLI)
 
@@ -90,6 +98,8 @@ def main() -> int:
                     help="build the observer in DIR, where ninja rebuilds it only when its "
                          "source, the headers it includes or the flags changed (default: a "
                          "new temporary directory, built from scratch)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the loop runs (cuda: under simrun, or on a GPU)")
     a = ap.parse_args()
     if a.rounds < 1 or a.steps < 1:
         ap.error("--rounds and --steps must be at least 1")
@@ -122,7 +132,16 @@ def main() -> int:
         lib.floor_counts(c)
         return list(c)
 
-    step = training_step("small")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("bench_observer_floor: --device cuda, but no CUDA device here (run it "
+              "under simrun)", file=sys.stderr)
+        return 2
+    loop_step = training_step("small", False, a.device)
+
+    def step(i: int) -> None:
+        loop_step(i)
+        if a.device == "cuda":
+            torch.cuda.synchronize()   # each iteration's time its own, as bench_track's
     for i in range(10):   # warm-up, untimed
         step(i)
     dispatch_ops = []   # the ops the dispatch mode sees in one iteration (untimed)
@@ -160,13 +179,16 @@ def main() -> int:
             "Python frames": frames, "ops through the dispatch mode": len(dispatch_ops),
             "events recorded": recorded, "stacks interned": stacks,
             "storages in the snapshot": n_storages, "tensors in the snapshot": n_tensors}
+    if a.device == "cuda":   # the device's memory is not the CPU allocator's
+        seen = {k: v for k, v in seen.items() if k not in ("allocations", "frees")}
     if not all(seen.values()):
         print(f"bench_observer_floor: not a floor of anything (vt_snapshot: {rc}): "
               + ", ".join(f"{v} {k}" for k, v in seen.items()), file=sys.stderr)
         return 1
 
     base = statistics.median(times["untracked"])
-    print(f"torch {torch.__version__}, {a.rounds} blocks of {a.steps} iterations per mode, "
+    print(f"torch {torch.__version__}, on {a.device}, {a.rounds} blocks of {a.steps} "
+          f"iterations per mode, "
           f"CPU ms per iteration, median (min-max):")
     print(f"{'mode':24s} {'ms/it':>24s} {'ratio':>7s}")
     ratio = {}
