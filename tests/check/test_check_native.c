@@ -514,4 +514,95 @@ TEST(one_call_allocating_over_several_quiet_steps_is_not_a_loop)
     }
 }
 
+/* A Python stack whose innermost frame is `forward` at model.py:line,
+ * called from `caller` (train_step or evaluate) under <module>: one line of
+ * a model reached by two call paths. */
+static uint32_t stack_at_line(synth *y, uint32_t line, const char *caller)
+{
+    const char *fns[3] = { "<module>", caller, "forward" };
+    const char *files[3] = { "train.py", "train.py", "model.py" };
+    uint32_t lines[3] = { 5, strcmp(caller, "evaluate") ? 30 : 40, line };
+    uint32_t module = synth_str(y, "python");   /* a frame read from the interpreter */
+    uint32_t parent = 0;
+    for (int i = 0; i < 3; i++) {
+        uint32_t fr = sb_frame(&y->b, (vt__frame){
+            .module = module, .function = synth_str(y, fns[i]),
+            .file = synth_str(y, files[i]), .line = lines[i] });
+        parent = sb_node(&y->b, parent, fr);
+    }
+    return parent;
+}
+
+/* Eight marked steps, each training at `nlines` lines of a model (a block
+ * each, freed within the step where `siblings`); in step 2 an evaluation
+ * reaches the same lines by another path and its blocks are all freed
+ * `kept` marks later, together: a graph kept by its loss, then let go. */
+static vt__check_report *evaluation_kept(synth *y, uint32_t nlines, uint32_t kept, int siblings)
+{
+    synth_init(y);
+    uint32_t train[8], eval[8];
+    for (uint32_t l = 0; l < nlines; l++) {
+        train[l] = stack_at_line(y, 100 + l, "train_step");
+        eval[l] = stack_at_line(y, 100 + l, "evaluate");
+    }
+    for (uint32_t i = 1; i <= 8; i++) {
+        char label[32];
+        synth_tick(y, 100000000);
+        snprintf(label, sizeof label, "step %u", i);
+        synth_mark(y, label);
+        if (i == 2 + kept)
+            for (uint32_t l = 0; l < nlines; l++)
+                synth_free(y, 0x7e0000000000ull + l * 0x1000000ull);
+        for (uint32_t l = 0; siblings && l < nlines; l++)
+            synth_alloc(y, 0x7f0000000000ull + l * 0x1000000ull, 2 * MiB, train[l]);
+        for (uint32_t l = 0; siblings && l < nlines; l++)
+            synth_free(y, 0x7f0000000000ull + l * 0x1000000ull);
+        if (i == 2)
+            for (uint32_t l = 0; l < nlines; l++)
+                synth_alloc(y, 0x7e0000000000ull + l * 0x1000000ull, MiB, eval[l]);
+    }
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* Without tensors, what a kept autograd graph leaves in the allocator: the
+ * blocks an evaluation made at four lines of the model, lines whose other
+ * blocks (the training step's) die within their step, all kept and then
+ * freed together three steps later: an outlier of its own kind, which the
+ * call-site rule does not see (each path is consistent with itself;
+ * karpathy/ng-video-lecture's gpt.py keeping `losses[k] = loss` without
+ * no_grad: "0 findings" before). Not with three lines (a result or two
+ * kept, as predictions gathered for a metric), nor freed at the next
+ * step's end (a complete step not outlived), nor at lines that make
+ * nothing short-lived (a cache, rebuilt now and then). */
+TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensors)
+{
+    synth y;
+    vt__check_report *r = evaluation_kept(&y, 4, 3, 1);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->kept_lines, 4);
+    ASSERT_EQ(f->kept_steps, 3);
+    ASSERT_EQ(f->nallocs, 4);
+    ASSERT_EQ(f->bytes, 4 * MiB);
+    char *t = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(t, "kept together: 4 blocks that one step made at 4 lines, whose other"
+                           " blocks die within their step, freed together 3 steps later");
+    free(t);
+    assert_rendered_says(r, &y, 1, "\"kept_lines\":4,\"kept_steps\":3,");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    struct { uint32_t nlines, kept; int siblings; } clean[] = {
+        { 3, 3, 1 },   /* three lines */
+        { 4, 1, 1 },   /* freed at the end of the next step */
+        { 4, 3, 0 },   /* no short-lived siblings at those lines */
+    };
+    for (size_t k = 0; k < sizeof clean / sizeof clean[0]; k++) {
+        r = evaluation_kept(&y, clean[k].nlines, clean[k].kept, clean[k].siblings);
+        ASSERT_EQ(r->nfindings, 0);
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
+}
+
 TEST_MAIN()

@@ -90,6 +90,11 @@
  *   than max(1 s, 10 x the median lifetime of their siblings)) while at least
  *   two of their siblings (same allocation stack) died within one step and
  *   such short-lived siblings are the majority. One finding per call site.
+ *   And, with marks, a call's allocations kept together (check_kept_call.c):
+ *   blocks one step made at four lines of the program or more, lines whose
+ *   other blocks die within their step, all freed in one later step, a
+ *   complete step at least after theirs (an autograd graph kept by a result
+ *   and then let go). One finding per such cohort (kept_lines, kept_steps).
  *
  * VT_CHECK_RULE_PINNED (tensor annotations present): a view that keeps its
  *   base's storage alive after the base tensor was dropped, e.g.
@@ -356,6 +361,11 @@ typedef struct vt__check_finding {
                                   the last judged end less those at the first (at least
                                   bytes), what its growth keeps from the program */
     uint32_t nallocs;          /* allocations in the finding: 1, or a call site's count */
+    uint32_t kept_lines;       /* OUTLIER, a call's allocations kept together
+                                  (check_kept_call.c): the program's lines they were
+                                  made at; 0 for a call site's outliers */
+    uint32_t kept_steps;       /* the same: marks from the step that made them to the
+                                  one that freed them */
     uint32_t nbefore_window;   /* native call sites: of nallocs, those made before the
                                   window (still alive at the end; the window's decided) */
     uint32_t older_alive;      /* tensor rules, on one finding per allocation stack: more

@@ -400,6 +400,10 @@ int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt__check_report *r);
+/* OUTLIER's second look, with marks and no tensors: a call's allocations
+ * kept together past a complete step (check_kept_call.c). */
+int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings *fs,
+                          vt__check_report *r);
 /* GROWTH runs last: it judges the storages no other rule flagged. */
 /* The window storage st is alive at the end of, first and past the last:
  * [*a, *b) (by time: ck_model.nwin). */

@@ -1,0 +1,188 @@
+/*
+ * trace/check/check_kept_call.c - OUTLIER, a call's allocations kept
+ * together (see check.h, "Rules"): in a trace without tensors, the blocks
+ * that one step made at several lines of the program, lines whose other
+ * blocks die within their step, all kept past a complete step and freed in
+ * one later step together. That is what an autograd graph kept by a result
+ * leaves in the allocator: a loss kept as a tensor from a forward run
+ * without torch.no_grad() holds every activation that forward saved, and
+ * lets them all go when the result is replaced (karpathy/ng-video-lecture's
+ * gpt.py with `losses[k] = loss` and no no_grad: 61 MiB kept 20 steps at a
+ * time, "0 findings" before). OUTLIER by call site does not see it: the
+ * kept blocks come from another call path (the evaluation's) than their
+ * short-lived siblings (the training step's), and each path is consistent.
+ *
+ * A cohort is the candidates made in one step and freed in one step (each a
+ * complete step at least later); one with KEPT_MIN_LINES lines or more is a
+ * finding. Several lines, not one: a call's result alone kept (predictions
+ * gathered for a metric) is one line, and lines that only ever make
+ * long-lived blocks (a cache rebuilt each epoch) have no short-lived
+ * siblings. Step 0, the setup's, is not judged.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "check_internal.h"
+
+#define KEPT_MIN_LINES 4      /* lines of the program in one cohort */
+#define KEPT_MIN_SIBLINGS 2   /* a line's blocks that died within their step */
+
+/* The line a stack allocated at, as a key: the innermost frame of the
+ * program's own code (its file's string, its line); 0: none. */
+static uint64_t line_of(const vt__snapshot_data *s, uint32_t stack)
+{
+    const vt__frame *fr = vt__snapshot_user_frame(s, stack);
+    return fr && fr->line ? ((uint64_t)fr->file << 32) | fr->line : 0;
+}
+
+typedef struct cand {
+    uint32_t from, to;   /* the step it was made in, the one it was freed in */
+    uint64_t line;
+    uint32_t st;
+} cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->from != y->from)
+        return x->from < y->from ? -1 : 1;
+    if (x->to != y->to)
+        return x->to < y->to ? -1 : 1;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    return (x->st > y->st) - (x->st < y->st);
+}
+
+/* A storage the rule may judge: the window's, not claimed by another rule. */
+static int judged(const ck_storage *st)
+{
+    return !st->retired && !st->external && !st->implicit && !st->before_window &&
+           !st->fate_unknown && !st->claimed;
+}
+
+/* Each line's blocks that died within their step: the retired ones (closed
+ * before the next mark, counted by call site) and the window's kept ones. */
+static int count_short(const ck_model *m, vt__u64map *shorts, uint32_t *count, size_t cap,
+                       size_t *nlines)
+{
+    for (size_t i = 0; i < m->nsites + m->nst; i++) {
+        uint32_t stack, n = 1;
+        if (i < m->nsites) {
+            stack = m->sites[i].stack;
+            n = m->sites[i].n;
+        } else {
+            const ck_storage *st = &m->st[i - m->nsites];
+            if (!judged(st) || !st->freed ||
+                vt__ck_step_of(m, st->free_seq) != vt__ck_step_of(m, st->alloc_seq))
+                continue;
+            stack = st->alloc_stack;
+        }
+        uint64_t line = line_of(m->s, stack);
+        if (!line)
+            continue;
+        uint32_t k = vt__u64map_get(shorts, line);
+        if (k == VT__U64MAP_NONE) {
+            if (*nlines == cap || vt__u64map_put(shorts, line, (uint32_t)*nlines) < 0)
+                return -ENOMEM;
+            k = (uint32_t)(*nlines)++;
+            count[k] = 0;
+        }
+        count[k] += n;
+    }
+    return 0;
+}
+
+/* One finding of the cohort c[0..n) with nlines lines. */
+static int kept_finding(ck_model *m, ck_findings *fs, const cand *c, size_t n, uint32_t nlines)
+{
+    uint32_t big = c[0].st;
+    for (size_t k = 1; k < n; k++)
+        if (vt__ck_storage_bytes(&m->st[c[k].st]) > vt__ck_storage_bytes(&m->st[big]))
+            big = c[k].st;
+    vt__check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    if (!f)
+        return -ENOMEM;
+    vt__ck_fill_storage(f, m, &m->st[big]);
+    f->rule = VT_CHECK_RULE_OUTLIER;
+    f->nallocs = (uint32_t)n;
+    f->kept_lines = nlines;
+    f->kept_steps = c[0].to - c[0].from;
+    /* it should have died by the end of the step that made it */
+    uint64_t from_time = m->mark_time[c[0].from], maxlinger = 0;
+    double bs = 0;
+    f->bytes = f->block_bytes = 0;
+    f->free_seq = 0;
+    for (size_t k = 0; k < n; k++) {
+        ck_storage *st = &m->st[c[k].st];
+        st->claimed = 1;
+        f->bytes += vt__ck_storage_bytes(st);
+        f->block_bytes += st->size;
+        uint64_t lg = st->free_time > from_time ? st->free_time - from_time : 0;
+        bs += (double)vt__ck_storage_bytes(st) * ((double)lg / 1e9);
+        if (lg > maxlinger)
+            maxlinger = lg;
+        if (st->free_seq > f->free_seq) {
+            f->free_seq = st->free_seq;
+            f->free_time_ns = st->free_time;
+            f->free_stack = st->free_stack;
+        }
+    }
+    f->freed = 1;
+    f->last_use_seq = f->alloc_seq;
+    f->last_use_time_ns = f->alloc_time_ns;
+    f->last_use_stack = f->alloc_stack;
+    f->last_use_step = c[0].from;
+    f->last_use_mark = vt__ck_step_label(m, c[0].from);
+    f->linger_from_seq = m->mark_seq[c[0].from];
+    f->linger_from_time_ns = from_time;
+    f->linger_ns = maxlinger;
+    f->byte_seconds = bs;
+    f->path_seq = UINT64_MAX;
+    return 0;
+}
+
+int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings *fs,
+                          vt__check_report *r)
+{
+    (void)r;
+    if (m->nmarks < 2)
+        return 0;
+    size_t cap = m->nsites + m->nst + 1, nlines = 0, nc = 0;
+    vt__u64map shorts = { 0 };
+    uint32_t *count = malloc(cap * sizeof *count);
+    cand *c = malloc(cap * sizeof *c);
+    int rc = -ENOMEM;
+    if (!count || !c || vt__u64map_init(&shorts, 256) < 0 ||
+        count_short(m, &shorts, count, cap, &nlines) < 0)
+        goto out;
+    for (size_t i = 0; i < m->nst; i++) {
+        const ck_storage *st = &m->st[i];
+        if (!judged(st) || !st->freed)
+            continue;
+        uint32_t from = vt__ck_step_of(m, st->alloc_seq), to = vt__ck_step_of(m, st->free_seq);
+        if (from == 0 || from >= m->nmarks || to < from + 2)   /* a complete step outlived */
+            continue;
+        uint64_t line = line_of(m->s, st->alloc_stack);
+        uint32_t k = line ? vt__u64map_get(&shorts, line) : VT__U64MAP_NONE;
+        if (k == VT__U64MAP_NONE || count[k] < KEPT_MIN_SIBLINGS)
+            continue;
+        if (opt->nignore && vt__ck_ignored(m, opt, (uint32_t)i, 0) == 1)
+            continue;
+        c[nc++] = (cand){ from, to, line, (uint32_t)i };
+    }
+    if (nc)
+        qsort(c, nc, sizeof *c, cmp_cand);
+    rc = 0;
+    for (size_t a = 0, b; a < nc && rc == 0; a = b) {
+        uint32_t lines = 1;
+        for (b = a + 1; b < nc && c[b].from == c[a].from && c[b].to == c[a].to; b++)
+            lines += c[b].line != c[b - 1].line;
+        if (lines >= KEPT_MIN_LINES)
+            rc = kept_finding(m, fs, &c[a], b - a, lines);
+    }
+out:
+    vt__u64map_free(&shorts);
+    free(count);
+    free(c);
+    return rc;
+}
