@@ -61,7 +61,7 @@ static void usage(FILE *f)
         "                      never-freed  call site accumulating never-freed memory\n"
         "                      outlier      allocations outliving their call site's\n"
         "                                   siblings; or, without tensors, a step's\n"
-        "                                   blocks at 4+ lines kept together past a\n"
+        "                                   blocks at 2+ lines kept together past a\n"
         "                                   step (a kept autograd graph)\n"
         "                      cycle        freed only by a garbage collection: held\n"
         "                                   by a reference cycle until gc ran\n"

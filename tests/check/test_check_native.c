@@ -566,15 +566,16 @@ static vt__check_report *evaluation_kept(synth *y, uint32_t nlines, uint32_t kep
 }
 
 /* Without tensors, what a kept autograd graph leaves in the allocator: the
- * blocks an evaluation made at four lines of the model, lines whose other
- * blocks (the training step's) die within their step, all kept and then
- * freed together three steps later: an outlier of its own kind, which the
+ * blocks an evaluation made at the model's lines, lines whose other blocks
+ * (the training step's) die within their step, all kept and then freed
+ * together three steps later: an outlier of its own kind, which the
  * call-site rule does not see (each path is consistent with itself;
  * karpathy/ng-video-lecture's gpt.py keeping `losses[k] = loss` without
- * no_grad: "0 findings" before). Not with three lines (a result or two
- * kept, as predictions gathered for a metric), nor freed at the next
- * step's end (a complete step not outlived), nor at lines that make
- * nothing short-lived (a cache, rebuilt now and then). */
+ * no_grad: "0 findings" before). Two lines are enough (a Sequential of
+ * Linear and ReLU keeps the batch and the ReLUs' outputs). Not with one
+ * line (a result kept, as predictions gathered for a metric), nor freed at
+ * the next step's end (a complete step not outlived), nor at lines that
+ * make nothing short-lived (a cache, rebuilt now and then). */
 TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensors)
 {
     synth y;
@@ -592,8 +593,13 @@ TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensor
     vt__check_report_free(r);
     synth_fini(&y);
 
+    r = evaluation_kept(&y, 2, 3, 1);
+    ASSERT_EQ(only_finding_of(r, VT_CHECK_RULE_OUTLIER)->kept_lines, 2);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
     struct { uint32_t nlines, kept; int siblings; } clean[] = {
-        { 3, 3, 1 },   /* three lines */
+        { 1, 3, 1 },   /* one line */
         { 4, 1, 1 },   /* freed at the end of the next step */
         { 4, 3, 0 },   /* no short-lived siblings at those lines */
     };

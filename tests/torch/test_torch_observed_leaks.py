@@ -428,6 +428,32 @@ def test_optimizers_taking_turns_within_a_step_keep_one_mark_a_step(mode, tmp_pa
     _stagewise(mode, str(tmp_path / f"{mode}.vtsnap"))
 
 
+EVAL_KEPT_GRAPH = os.path.join(HERE, "eval_kept_graph.py")
+KEPT_GRAPH_LINE = next(i for i, line in enumerate(open(EVAL_KEPT_GRAPH), 1)
+                       if "# EVAL_LINE" in line)
+
+
+def test_an_evaluations_graph_kept_until_the_next_one_is_found_without_tensors(tmp_path):
+    """Plain run: an evaluation every 10 steps without no_grad whose result
+    keeps each batch's loss as a tensor holds the whole evaluation's graph
+    until the next one replaces it (karpathy/ng-video-lecture's gpt.py so
+    changed: "0 findings" before). Its blocks come from the evaluation's
+    call path, their short-lived siblings from the training step's: an
+    outlier of their own, the blocks one step made at the model's lines,
+    kept and freed together (trace/check/check_kept_call.c), shown at the
+    model's line under the evaluation. The fixed twin is clean."""
+    got = _checked_twins(tmp_path, EVAL_KEPT_GRAPH, False, "steps 60")
+    _, (rc, text) = got["leak"]
+    assert rc == 1, text[:4000]
+    assert re.search(r"kept together: \d+ blocks that one step made at \d+ lines, whose other "
+                     r"blocks die within their step, freed together 10 steps later", text), \
+        text[:4000]
+    assert re.search(rf"\[outlier\][^#]*\n\s+at estimate_loss \(.*eval_kept_graph.py:"
+                     rf"{KEPT_GRAPH_LINE}\b", text), text[:4000]
+    _, (rc, text) = got["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 EVAL_AT_END = os.path.join(HERE, "eval_at_end.py")
 EVAL_LINE = next(i for i, line in enumerate(open(EVAL_AT_END), 1) if "# EVAL_LINE" in line)
 

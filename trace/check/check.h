@@ -91,7 +91,7 @@
  *   two of their siblings (same allocation stack) died within one step and
  *   such short-lived siblings are the majority. One finding per call site.
  *   And, with marks, a call's allocations kept together (check_kept_call.c):
- *   blocks one step made at four lines of the program or more, lines whose
+ *   blocks one step made at two lines of Python or more, lines whose
  *   other blocks die within their step, all freed in one later step, a
  *   complete step at least after theirs (an autograd graph kept by a result
  *   and then let go). One finding per such cohort (kept_lines, kept_steps).
@@ -362,7 +362,7 @@ typedef struct vt__check_finding {
                                   bytes), what its growth keeps from the program */
     uint32_t nallocs;          /* allocations in the finding: 1, or a call site's count */
     uint32_t kept_lines;       /* OUTLIER, a call's allocations kept together
-                                  (check_kept_call.c): the program's lines they were
+                                  (check_kept_call.c): the lines of Python they were
                                   made at; 0 for a call site's outliers */
     uint32_t kept_steps;       /* the same: marks from the step that made them to the
                                   one that freed them */

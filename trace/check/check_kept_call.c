@@ -1,7 +1,7 @@
 /*
  * trace/check/check_kept_call.c - OUTLIER, a call's allocations kept
  * together (see check.h, "Rules"): in a trace without tensors, the blocks
- * that one step made at several lines of the program, lines whose other
+ * that one step made at several lines of Python, lines whose other
  * blocks die within their step, all kept past a complete step and freed in
  * one later step together. That is what an autograd graph kept by a result
  * leaves in the allocator: a loss kept as a tensor from a forward run
@@ -14,25 +14,39 @@
  *
  * A cohort is the candidates made in one step and freed in one step (each a
  * complete step at least later); one with KEPT_MIN_LINES lines or more is a
- * finding. Several lines, not one: a call's result alone kept (predictions
- * gathered for a metric) is one line, and lines that only ever make
- * long-lived blocks (a cache rebuilt each epoch) have no short-lived
- * siblings. Step 0, the setup's, is not judged.
+ * finding. A line is a block's innermost Python frame, the program's or a
+ * library's. Two lines at least, not one: a call's result alone kept
+ * (predictions gathered for a metric, on purpose) is one line; a graph
+ * keeps its input and what its layers saved (an nn.Sequential of Linear and
+ * ReLU keeps the batch and each ReLU's output: two lines, torch's relu and
+ * the program's). Lines that only ever make long-lived blocks (a cache
+ * rebuilt each epoch) have no short-lived siblings and do not count, nor do
+ * blocks freed after the last mark (kept for a report, freed at exit). What a
+ * program keeps on purpose is mostly small: under the floor of minor
+ * findings, where a graph's activations are not. Step 0, the setup's, is
+ * not judged.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check_internal.h"
 
-#define KEPT_MIN_LINES 4      /* lines of the program in one cohort */
+#define KEPT_MIN_LINES 2      /* lines of Python in one cohort */
 #define KEPT_MIN_SIBLINGS 2   /* a line's blocks that died within their step */
 
-/* The line a stack allocated at, as a key: the innermost frame of the
- * program's own code (its file's string, its line); 0: none. */
+/* The line a stack allocated at, as a key: its innermost Python frame's
+ * (its file's string, its line), the program's or a library's: a model
+ * built of torch's modules (nn.Sequential of Linear and ReLU) allocates at
+ * their lines, under one line of the program; 0: none (a native stack). */
 static uint64_t line_of(const vt__snapshot_data *s, uint32_t stack)
 {
-    const vt__frame *fr = vt__snapshot_user_frame(s, stack);
-    return fr && fr->line ? ((uint64_t)fr->file << 32) | fr->line : 0;
+    const vt__frame *fr[64];
+    size_t n = vt__snapshot_stack_frames(s, stack, fr, 64);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (fr[i]->ip == 0 && fr[i]->line && !strcmp(vt__snapshot_string(s, fr[i]->module), "python"))
+            return ((uint64_t)fr[i]->file << 32) | fr[i]->line;
+    return 0;
 }
 
 typedef struct cand {
@@ -160,7 +174,9 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         if (!judged(st) || !st->freed)
             continue;
         uint32_t from = vt__ck_step_of(m, st->alloc_seq), to = vt__ck_step_of(m, st->free_seq);
-        if (from == 0 || from >= m->nmarks || to < from + 2)   /* a complete step outlived */
+        /* a complete step outlived, and freed in a step a mark ended: not at
+         * the run's end (results kept for a report, freed as it exits) */
+        if (from == 0 || to < from + 2 || to >= m->nmarks)
             continue;
         uint64_t line = line_of(m->s, st->alloc_stack);
         uint32_t k = line ? vt__u64map_get(&shorts, line) : VT__U64MAP_NONE;
