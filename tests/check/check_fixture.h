@@ -223,10 +223,7 @@ static inline void setup_module_keeping(synth *y, uint64_t module, const char *k
 /* Start step i: tick, mark, use the weights, one transient activation. */
 static inline void step(synth *y, int i)
 {
-    char l[32];
-    synth_tick(y, 100000000);
-    snprintf(l, sizeof l, "step %d", i);
-    synth_mark(y, l);
+    synth_step_mark(y, i);
     synth_use(y, W_ID);
     uint64_t a = 0x7f1000000000ull + (uint64_t)i * 0x10000000ull;
     synth_new_tensor(y, 10000 + (uint64_t)i, a, 2 * MiB, "relu out", st_act);

@@ -123,6 +123,15 @@ static inline void synth_mark(synth *y, const char *label)
     synth_ev(y, VT_EV_MARK)->str = l;
 }
 
+/* The start of step i: 100 ms on, a mark "step i". */
+static inline void synth_step_mark(synth *y, int i)
+{
+    char l[32];
+    synth_tick(y, 100000000);
+    snprintf(l, sizeof l, "step %d", i);
+    synth_mark(y, l);
+}
+
 static inline void synth_tensor(synth *y, uint64_t id, uint64_t addr, uint64_t nbytes, uint64_t base,
                          const char *name)
 {

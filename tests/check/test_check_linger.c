@@ -816,10 +816,7 @@ static void host_tensor_kept(synth *y, int device)
         synth_tensor(y, W_ID, W_ADDR, 4 * MiB, 0, "fc.weight");
     }
     for (int i = 1; i <= 5; i++) {
-        char l[32];
-        synth_tick(y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(y, l);
+        synth_step_mark(y, i);
         synth_use(y, W_ID);
         if (i == 1) {
             synth_ext(y, HOST_ADDR, 4096);

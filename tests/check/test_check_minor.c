@@ -20,10 +20,7 @@ static void kept_results(synth *y, uint64_t weight, uint64_t each, int steps)
     synth_holder(y, 5000, "module __main__");
     synth_held(y, LIST_ID, "list", 5000, ".losses");
     for (int i = 1; i <= steps; i++) {
-        char l[32];
-        synth_tick(y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(y, l);
+        synth_step_mark(y, i);
         synth_use(y, W_ID);
         uint64_t a = 0x7f1000000000ull;
         synth_new_tensor(y, 10000 + (uint64_t)i, a, 2 * MiB, "relu out", st_act);

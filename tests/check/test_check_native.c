@@ -131,10 +131,7 @@ TEST(native_rules_need_steps_and_say_so_without_marks)
 static void never_freed_per_step(synth *y, const uint32_t *stacks)
 {
     for (int i = 1; i <= 6; i++) {
-        char l[32];
-        synth_tick(y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(y, l);
+        synth_step_mark(y, i);
         for (int k = 0; i <= 5 && stacks[k]; k++)
             synth_alloc(y, 0x7fd000000000ull + (uint64_t)k * 0x1000000000ull +
                                (uint64_t)i * 0x1000000,
@@ -402,10 +399,7 @@ static vt__check_report *kept_after_the_last_mark(synth *y, int tail)
     stacks(y);
     synth_alloc(y, W_ADDR, 4 * MiB, st_init);
     for (int i = 1; i <= 6; i++) {
-        char l[32];
-        synth_tick(y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(y, l);
+        synth_step_mark(y, i);
         uint64_t a = 0x7f1000000000ull + (uint64_t)i * 0x10000000ull;
         synth_alloc(y, a, 2 * MiB, st_act);
         synth_free(y, a);
@@ -455,10 +449,7 @@ TEST(what_a_loop_keeps_after_the_last_mark_is_never_freed)
     synth_init(&y);
     stacks(&y);
     for (int i = 1; i <= 6; i++) {
-        char l[32];
-        synth_tick(&y, 100000000);
-        snprintf(l, sizeof l, "step %d", i);
-        synth_mark(&y, l);
+        synth_step_mark(&y, i);
     }
     synth_tick(&y, 199000000);
     synth_alloc(&y, 0x7fc000000000ull, MiB, st_fwd);
@@ -486,10 +477,7 @@ TEST(one_call_allocating_over_several_quiet_steps_is_not_a_loop)
         synth_init(&y);
         stacks(&y);
         for (int i = 1; i <= 6; i++) {
-            char l[32];
-            synth_tick(&y, 100000000);
-            snprintf(l, sizeof l, "step %d", i);
-            synth_mark(&y, l);
+            synth_step_mark(&y, i);
             synth_alloc(&y, 0x7f1000000000ull, 2 * MiB, st_act);
             synth_free(&y, 0x7f1000000000ull);
         }
@@ -537,7 +525,7 @@ static uint32_t stack_at_line(synth *y, uint32_t line, const char *caller)
  * each, freed within the step where `siblings`); in step 2 an evaluation
  * reaches the same lines by another path and its blocks are all freed
  * `kept` marks later, together: a graph kept by its loss, then let go. */
-static vt__check_report *evaluation_kept(synth *y, uint32_t nlines, uint32_t kept, int siblings)
+static vt__check_report *evaluation_kept(synth *y, uint32_t nlines, int kept, int siblings)
 {
     synth_init(y);
     uint32_t train[8], eval[8];
@@ -545,11 +533,8 @@ static vt__check_report *evaluation_kept(synth *y, uint32_t nlines, uint32_t kep
         train[l] = stack_at_line(y, 100 + l, "train_step");
         eval[l] = stack_at_line(y, 100 + l, "evaluate");
     }
-    for (uint32_t i = 1; i <= 8; i++) {
-        char label[32];
-        synth_tick(y, 100000000);
-        snprintf(label, sizeof label, "step %u", i);
-        synth_mark(y, label);
+    for (int i = 1; i <= 8; i++) {
+        synth_step_mark(y, i);
         if (i == 2 + kept)
             for (uint32_t l = 0; l < nlines; l++)
                 synth_free(y, 0x7e0000000000ull + l * 0x1000000ull);
@@ -598,7 +583,7 @@ TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensor
     vt__check_report_free(r);
     synth_fini(&y);
 
-    struct { uint32_t nlines, kept; int siblings; } clean[] = {
+    struct { uint32_t nlines; int kept, siblings; } clean[] = {
         { 1, 3, 1 },   /* one line */
         { 4, 1, 1 },   /* freed at the end of the next step */
         { 4, 3, 0 },   /* no short-lived siblings at those lines */

@@ -49,6 +49,36 @@ static uint64_t line_of(const vt__snapshot_data *s, uint32_t stack)
     return 0;
 }
 
+/* line_of once per stack: the window's storages share few stacks. */
+typedef struct line_memo {
+    const vt__snapshot_data *s;
+    vt__u64map of_stack;   /* stack -> index into line */
+    uint64_t *line;
+    size_t n, cap;
+} line_memo;
+
+/* line_of(stack) into *line: 0, or -ENOMEM. */
+static int memo_line(line_memo *lm, uint32_t stack, uint64_t *line)
+{
+    uint32_t k = vt__u64map_get(&lm->of_stack, stack);
+    if (k != VT__U64MAP_NONE) {
+        *line = lm->line[k];
+        return 0;
+    }
+    if (lm->n == lm->cap) {
+        size_t cap = lm->cap ? 2 * lm->cap : 256;
+        uint64_t *l = realloc(lm->line, cap * sizeof *l);
+        if (!l)
+            return -ENOMEM;
+        lm->line = l;
+        lm->cap = cap;
+    }
+    if (vt__u64map_put(&lm->of_stack, stack, (uint32_t)lm->n) < 0)
+        return -ENOMEM;
+    *line = lm->line[lm->n++] = line_of(lm->s, stack);
+    return 0;
+}
+
 typedef struct cand {
     uint32_t from, to;   /* the step it was made in, the one it was freed in */
     uint64_t line;
@@ -76,8 +106,8 @@ static int judged(const ck_storage *st)
 
 /* Each line's blocks that died within their step: the retired ones (closed
  * before the next mark, counted by call site) and the window's kept ones. */
-static int count_short(const ck_model *m, vt__u64map *shorts, uint32_t *count, size_t cap,
-                       size_t *nlines)
+static int count_short(const ck_model *m, line_memo *lm, vt__u64map *shorts, uint32_t *count,
+                       size_t cap, size_t *nlines)
 {
     for (size_t i = 0; i < m->nsites + m->nst; i++) {
         uint32_t stack, n = 1;
@@ -91,7 +121,9 @@ static int count_short(const ck_model *m, vt__u64map *shorts, uint32_t *count, s
                 continue;
             stack = st->alloc_stack;
         }
-        uint64_t line = line_of(m->s, stack);
+        uint64_t line;
+        if (memo_line(lm, stack, &line) < 0)
+            return -ENOMEM;
         if (!line)
             continue;
         uint32_t k = vt__u64map_get(shorts, line);
@@ -163,11 +195,13 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         return 0;
     size_t cap = m->nsites + m->nst + 1, nlines = 0, nc = 0;
     vt__u64map shorts = { 0 };
+    line_memo lm = { .s = m->s };
     uint32_t *count = malloc(cap * sizeof *count);
     cand *c = malloc(cap * sizeof *c);
     int rc = -ENOMEM;
     if (!count || !c || vt__u64map_init(&shorts, 256) < 0 ||
-        count_short(m, &shorts, count, cap, &nlines) < 0)
+        vt__u64map_init(&lm.of_stack, 256) < 0 ||
+        count_short(m, &lm, &shorts, count, cap, &nlines) < 0)
         goto out;
     for (size_t i = 0; i < m->nst; i++) {
         const ck_storage *st = &m->st[i];
@@ -178,7 +212,11 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
          * the run's end (results kept for a report, freed as it exits) */
         if (from == 0 || to < from + 2 || to >= m->nmarks)
             continue;
-        uint64_t line = line_of(m->s, st->alloc_stack);
+        uint64_t line;
+        if (memo_line(&lm, st->alloc_stack, &line) < 0) {
+            rc = -ENOMEM;
+            goto out;
+        }
         uint32_t k = line ? vt__u64map_get(&shorts, line) : VT__U64MAP_NONE;
         if (k == VT__U64MAP_NONE || count[k] < KEPT_MIN_SIBLINGS)
             continue;
@@ -198,6 +236,8 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
     }
 out:
     vt__u64map_free(&shorts);
+    vt__u64map_free(&lm.of_stack);
+    free(lm.line);
     free(count);
     free(c);
     return rc;
