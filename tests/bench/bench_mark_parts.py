@@ -50,18 +50,12 @@ PARTS = {"grads": ("_grads_follow_parameters",), "sweep": ("_sweep",),
          "walk": ("_walk_stale",), "declare": ("_declare_tensors_again",), "policy": ()}
 SETTLE = 5   # steps of each block left out
 sys.path.insert(0, HERE)
-from bench_track import skip_without_torch, training_step  # noqa: E402
+from bench_track import skip_without_torch, warm_device_step  # noqa: E402
 
 
 def child(part: str, steps: int, block: int, pin: int) -> None:
-    if pin >= 0:
-        os.sched_setaffinity(0, {pin})   # before torch starts a thread: all inherit it
-    sys.path.insert(0, SCRIPTS)
+    step = warm_device_step(False, pin)
     import torch
-    step = training_step("small", False, "cuda")
-    for i in range(5):   # warm-up, untimed
-        step(i)
-    torch.cuda.synchronize()
     import vramtrace.torch as vtt
     from vramtrace.torch._tracker import Tracker
 

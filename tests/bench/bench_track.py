@@ -106,6 +106,22 @@ def training_step(size: str = "small", leak: bool = False, device: str = "cpu"):
     return step
 
 
+def warm_device_step(leak: bool = False, pin: int = -1):
+    """The small loop on the (simulated) CUDA device, warmed up (5 steps,
+    synchronized): step(i), for a device row's process. ``pin`` >= 0: on
+    that CPU alone (before torch starts a thread: every thread inherits
+    it). Also used by bench_track_parts.py and bench_mark_parts.py."""
+    if pin >= 0:
+        os.sched_setaffinity(0, {pin})
+    sys.path.insert(0, SCRIPTS)
+    import torch
+    step = training_step("small", leak, "cuda")
+    for i in range(5):   # warm-up, untimed
+        step(i)
+    torch.cuda.synchronize()
+    return step
+
+
 def passthrough_mode(on_op=None):
     """A dispatch mode that only runs each op (and calls on_op(func) first,
     if given): the floor of any per-op recorder written in Python. Also used
@@ -197,14 +213,8 @@ def device_child(mode: str, leak: bool, steps: int, pin: int = -1) -> None:
     ms and the wall ms of each step, each step synchronized; their medians
     and the wall's fastest tenth. ``pin`` >= 0: on that CPU alone (before
     torch starts a thread: every thread inherits it)."""
-    if pin >= 0:
-        os.sched_setaffinity(0, {pin})
-    sys.path.insert(0, SCRIPTS)
+    step = warm_device_step(leak, pin)
     import torch
-    step = training_step("small", leak, "cuda")
-    for i in range(5):   # warm-up, untimed
-        step(i)
-    torch.cuda.synchronize()
     times, cpu = [], []
     stats: dict = {}
 

@@ -74,7 +74,7 @@ STAND_IN_BYTES = 400 << 10   # zeroed between the stand-in row's steps
 HOOK_ENV = "VT_BENCH_HOOK_FLOOR"   # the built hook_floor.so, for the children
 PERF_ENV = ("VT_BENCH_PERF_CTL", "VT_BENCH_PERF_ACK")   # perf's control and ack fifos
 sys.path.insert(0, HERE)
-from bench_track import parser, skip_without_torch, training_step  # noqa: E402
+from bench_track import parser, skip_without_torch, warm_device_step  # noqa: E402
 
 
 def build_hook(build_dir: str) -> str:
@@ -98,14 +98,8 @@ def perf_control(command: str) -> None:
 
 
 def child(variant: str, steps: int, pin: int) -> None:
-    if pin >= 0:
-        os.sched_setaffinity(0, {pin})   # before torch starts a thread: all inherit it
-    sys.path.insert(0, SCRIPTS)
+    step = warm_device_step(False, pin)
     import torch
-    step = training_step("small", False, "cuda")
-    for i in range(5):   # warm-up, untimed
-        step(i)
-    torch.cuda.synchronize()
     cpu: list = []
 
     def timed(i: int, mark=None) -> None:
