@@ -613,10 +613,11 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                     vt__fmt_bytes(x->covered_bytes, b3));
         } else if (x->rule == VT_CHECK_RULE_OUTLIER && x->kept_lines) {
             fprintf(f, "   kept together: %u blocks that one step made at %u lines, whose other"
-                       " blocks die within their step, freed together %u steps later: what an"
-                       " autograd graph keeps (a loss or output kept as a tensor, from a"
-                       " forward run without torch.no_grad(); `vramtrace run --track` names"
-                       " what held it)\n", x->nallocs, x->kept_lines, x->kept_steps);
+                       " blocks die within their step, freed together %u steps later: the"
+                       " autograd graph a result kept (a loss or output kept as a tensor,"
+                       " from a forward run without torch.no_grad()), or a step's results"
+                       " kept until replaced; `vramtrace run --track` names what held"
+                       " them\n", x->nallocs, x->kept_lines, x->kept_steps);
         } else if (x->rule == VT_CHECK_RULE_OUTLIER) {
             fprintf(f, "   outlived a complete step while its siblings from the same call site"
                        " died within one\n");
