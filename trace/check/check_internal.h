@@ -400,6 +400,15 @@ int vt__ck_rule_tape(ck_model *m, const vt__check_options *opt, ck_findings *fs,
 /* NEVER-FREED and/or OUTLIER, as `rules` selects. */
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,
                        ck_findings *fs, vt__check_report *r);
+/* A call-site finding of `rule` from its member storages idx[0..n), the
+ * window's first (the one shown is the largest of them), then the nbefore
+ * made before it, each held from linger_start[k] to its free (or the end),
+ * held from (from_seq, from_time) as a whole; its members claimed. NULL on
+ * ENOMEM. */
+vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned rule,
+                                      const uint32_t *idx, size_t n, size_t nbefore,
+                                      const uint64_t *linger_start, uint64_t from_seq,
+                                      uint64_t from_time);
 /* OUTLIER's second look, with marks and no tensors: a call's allocations
  * kept together past a complete step (check_kept_call.c). */
 int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings *fs,

@@ -28,7 +28,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "check_internal.h"
 
@@ -44,7 +43,7 @@ static uint64_t line_of(const vt__snapshot_data *s, uint32_t stack)
     const vt__frame *fr[64];
     size_t n = vt__snapshot_stack_frames(s, stack, fr, 64);
     for (size_t i = 0; i < n && i < 64; i++)
-        if (fr[i]->ip == 0 && fr[i]->line && !strcmp(vt__snapshot_string(s, fr[i]->module), "python"))
+        if (fr[i]->line && vt__frame_is_python(s, fr[i]))
             return ((uint64_t)fr[i]->file << 32) | fr[i]->line;
     return 0;
 }
@@ -138,52 +137,22 @@ static int count_short(const ck_model *m, line_memo *lm, vt__u64map *shorts, uin
     return 0;
 }
 
-/* One finding of the cohort c[0..n) with nlines lines. */
-static int kept_finding(ck_model *m, ck_findings *fs, const cand *c, size_t n, uint32_t nlines)
+/* One finding of the cohort c[0..n) with nlines lines: a call site's
+ * (check_native.c), its members held from the end of the step that made
+ * them, where they should have died. idx and start: room for n. */
+static int kept_finding(ck_model *m, ck_findings *fs, const cand *c, size_t n, uint32_t nlines,
+                        uint32_t *idx, uint64_t *start)
 {
-    uint32_t big = c[0].st;
-    for (size_t k = 1; k < n; k++)
-        if (vt__ck_storage_bytes(&m->st[c[k].st]) > vt__ck_storage_bytes(&m->st[big]))
-            big = c[k].st;
-    vt__check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+    for (size_t k = 0; k < n; k++) {
+        idx[k] = c[k].st;
+        start[k] = m->mark_time[c[0].from];
+    }
+    vt__check_finding *f = vt__ck_site_finding(m, fs, VT_CHECK_RULE_OUTLIER, idx, n, 0, start,
+                                               m->mark_seq[c[0].from], m->mark_time[c[0].from]);
     if (!f)
         return -ENOMEM;
-    vt__ck_fill_storage(f, m, &m->st[big]);
-    f->rule = VT_CHECK_RULE_OUTLIER;
-    f->nallocs = (uint32_t)n;
     f->kept_lines = nlines;
     f->kept_steps = c[0].to - c[0].from;
-    /* it should have died by the end of the step that made it */
-    uint64_t from_time = m->mark_time[c[0].from], maxlinger = 0;
-    double bs = 0;
-    f->bytes = f->block_bytes = 0;
-    f->free_seq = 0;
-    for (size_t k = 0; k < n; k++) {
-        ck_storage *st = &m->st[c[k].st];
-        st->claimed = 1;
-        f->bytes += vt__ck_storage_bytes(st);
-        f->block_bytes += st->size;
-        uint64_t lg = st->free_time > from_time ? st->free_time - from_time : 0;
-        bs += (double)vt__ck_storage_bytes(st) * ((double)lg / 1e9);
-        if (lg > maxlinger)
-            maxlinger = lg;
-        if (st->free_seq > f->free_seq) {
-            f->free_seq = st->free_seq;
-            f->free_time_ns = st->free_time;
-            f->free_stack = st->free_stack;
-        }
-    }
-    f->freed = 1;
-    f->last_use_seq = f->alloc_seq;
-    f->last_use_time_ns = f->alloc_time_ns;
-    f->last_use_stack = f->alloc_stack;
-    f->last_use_step = c[0].from;
-    f->last_use_mark = vt__ck_step_label(m, c[0].from);
-    f->linger_from_seq = m->mark_seq[c[0].from];
-    f->linger_from_time_ns = from_time;
-    f->linger_ns = maxlinger;
-    f->byte_seconds = bs;
-    f->path_seq = UINT64_MAX;
     return 0;
 }
 
@@ -196,10 +165,11 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
     size_t cap = m->nsites + m->nst + 1, nlines = 0, nc = 0;
     vt__u64map shorts = { 0 };
     line_memo lm = { .s = m->s };
-    uint32_t *count = malloc(cap * sizeof *count);
+    uint32_t *count = malloc(cap * sizeof *count), *idx = malloc(cap * sizeof *idx);
+    uint64_t *start = malloc(cap * sizeof *start);
     cand *c = malloc(cap * sizeof *c);
     int rc = -ENOMEM;
-    if (!count || !c || vt__u64map_init(&shorts, 256) < 0 ||
+    if (!count || !idx || !start || !c || vt__u64map_init(&shorts, 256) < 0 ||
         vt__u64map_init(&lm.of_stack, 256) < 0 ||
         count_short(m, &lm, &shorts, count, cap, &nlines) < 0)
         goto out;
@@ -232,13 +202,15 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         for (b = a + 1; b < nc && c[b].from == c[a].from && c[b].to == c[a].to; b++)
             lines += c[b].line != c[b - 1].line;
         if (lines >= KEPT_MIN_LINES)
-            rc = kept_finding(m, fs, &c[a], b - a, lines);
+            rc = kept_finding(m, fs, &c[a], b - a, lines, idx, start);
     }
 out:
     vt__u64map_free(&shorts);
     vt__u64map_free(&lm.of_stack);
     free(lm.line);
     free(count);
+    free(idx);
+    free(start);
     free(c);
     return rc;
 }

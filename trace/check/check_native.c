@@ -37,12 +37,10 @@ static size_t older_members(ck_model *m, const ck_key *old, size_t nold, uint32_
     return k;
 }
 
-/* Fill a call-site finding from its member storages idx[0..n), the
- * window's first (the one shown is the largest of them), then the ones
- * made before it. */
-static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint32_t *idx, size_t n,
-                        size_t nbefore, const uint64_t *linger_start, uint64_t from_seq,
-                        uint64_t from_time)
+vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned rule,
+                                      const uint32_t *idx, size_t n, size_t nbefore,
+                                      const uint64_t *linger_start, uint64_t from_seq,
+                                      uint64_t from_time)
 {
     uint32_t big = idx[0];
     for (size_t k = 1; k < n - nbefore; k++)
@@ -53,7 +51,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     int held = m->quiet_only && rule == VT_CHECK_RULE_NEVER_FREED && m->st[big].ntensors;
     vt__check_finding *f = vt__ck_add_finding(fs, held ? big : CK_NONE);
     if (!f)
-        return -ENOMEM;
+        return NULL;
     vt__ck_fill_storage(f, m, &m->st[big]);
     if (held)
         f->path_seq = UINT64_MAX;
@@ -94,7 +92,7 @@ static int site_finding(ck_model *m, ck_findings *fs, unsigned rule, const uint3
     f->linger_ns = maxlinger;
     f->byte_seconds = bs;
     f->path_seq = UINT64_MAX;
-    return 0;
+    return f;
 }
 
 static int cmp_life(const void *a, const void *b)
@@ -257,8 +255,8 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                         from_time = ft;
                     }
                 }
-                rc = site_finding(m, fs, VT_CHECK_RULE_OUTLIER, grp, nout + nb, nb, lstart,
-                                  from_seq, from_time);
+                rc = vt__ck_site_finding(m, fs, VT_CHECK_RULE_OUTLIER, grp, nout + nb, nb, lstart,
+                                  from_seq, from_time) ? 0 : -ENOMEM;
                 if (rc)
                     break;
             }
@@ -329,8 +327,8 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                     from_time = m->mark_time[as];
                 }
                 size_t nb = older_members(m, site_old, nsite_old, grp, lstart, ng);
-                rc = site_finding(m, fs, VT_CHECK_RULE_NEVER_FREED, grp, ng + nb, nb, lstart,
-                                  from_seq, from_time);
+                rc = vt__ck_site_finding(m, fs, VT_CHECK_RULE_NEVER_FREED, grp, ng + nb, nb, lstart,
+                                  from_seq, from_time) ? 0 : -ENOMEM;
             }
         }
     }

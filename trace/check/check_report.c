@@ -19,13 +19,6 @@ static double rel_s(const vt__check_report *r, uint64_t t)
                                  : -(double)(r->start_time_ns - t) / 1e9;
 }
 
-/* A frame the recorder read from the Python interpreter (ip 0, module
- * "python"), or one imported from a PyTorch snapshot's Python frames. */
-static bool python_frame(const vt__snapshot_data *s, const vt__frame *fr)
-{
-    return fr->ip == 0 && !strcmp(vt__ck_string(s, fr->module), "python");
-}
-
 /* A finding names the program's own code: where a stack has Python frames,
  * those (innermost first) are its lines, the native frames under them the
  * framework's and the interpreter's. */
@@ -36,19 +29,19 @@ static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const 
     if (nall > 256)
         nall = 256;
     for (size_t i = 0; i < nall; i++) {
-        py += python_frame(s, all[i]);
+        py += vt__frame_is_python(s, all[i]);
         user += vt__frame_is_user_code(s, all[i]);
     }
     /* The program's own lines lead; the libraries' Python frames inside
      * them (torch's modules) are folded into one line after them. */
     const vt__frame *inner_library = NULL;
     for (size_t i = 0; i < nall; i++) {
-        if (user && python_frame(s, all[i]) && !vt__frame_is_user_code(s, all[i])) {
+        if (user && vt__frame_is_python(s, all[i]) && !vt__frame_is_user_code(s, all[i])) {
             if (!inner_library)
                 inner_library = all[i];
             continue;
         }
-        if ((!py || python_frame(s, all[i])) && n < 8)
+        if ((!py || vt__frame_is_python(s, all[i])) && n < 8)
             fr[n++] = all[i];
     }
     n = user ? user : py ? py : nall;
@@ -115,7 +108,7 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
     if (nall > 256)
         nall = 256;
     for (size_t i = 0; i < nall && !pick; i++)
-        if (python_frame(s, all[i]))
+        if (vt__frame_is_python(s, all[i]))
             pick = all[i];
     if (!pick && nall)
         pick = all[0];
