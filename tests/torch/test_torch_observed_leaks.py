@@ -428,6 +428,26 @@ def test_optimizers_taking_turns_within_a_step_keep_one_mark_a_step(mode, tmp_pa
     _stagewise(mode, str(tmp_path / f"{mode}.vtsnap"))
 
 
+LOAD_AFTER_TRAINING = os.path.join(HERE, "load_after_training.py")
+
+
+def test_a_model_loaded_back_after_training_is_not_never_freed(tmp_path):
+    """Plain run: after its last optimizer step the program loads its best
+    model back (600 tensors to the device at one line) and evaluates, as
+    pytorch/examples' word_language_model ends. The load is one call that
+    lasts many of the run's usual steps and frees nothing meanwhile: not a
+    loop keeping a block per iteration (never-freed in the time after the
+    last mark wants frees between a line's allocations, check_native.c).
+    Before: "never freed, allocated step after step" at the load's line."""
+    snap = str(tmp_path / "load.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--", sys.executable,
+                   LOAD_AFTER_TRAINING, str(tmp_path / "best.pt")])
+    assert rc == 0 and "loaded 600" in out, out[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert "never-freed judges them as steps" in text, text[:4000]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 EVAL_KEPT_GRAPH = os.path.join(HERE, "eval_kept_graph.py")
 KEPT_GRAPH_LINE = next(i for i, line in enumerate(open(EVAL_KEPT_GRAPH), 1)
                        if "# EVAL_LINE" in line)
