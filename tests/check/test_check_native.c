@@ -521,18 +521,25 @@ static uint32_t stack_at_line(synth *y, uint32_t line, const char *caller)
     return parent;
 }
 
+/* A new trace in y with `nlines` lines of a model, each reached by the
+ * training step (train[l]) and by an evaluation (eval[l]). */
+static void two_paths(synth *y, uint32_t nlines, uint32_t *train, uint32_t *eval)
+{
+    synth_init(y);
+    for (uint32_t l = 0; l < nlines; l++) {
+        train[l] = stack_at_line(y, 100 + l, "train_step");
+        eval[l] = stack_at_line(y, 100 + l, "evaluate");
+    }
+}
+
 /* Eight marked steps, each training at `nlines` lines of a model (a block
  * each, freed within the step where `siblings`); in step 2 an evaluation
  * reaches the same lines by another path and its blocks are all freed
  * `kept` marks later, together: a graph kept by its loss, then let go. */
 static vt__check_report *evaluation_kept(synth *y, uint32_t nlines, int kept, int siblings)
 {
-    synth_init(y);
     uint32_t train[8], eval[8];
-    for (uint32_t l = 0; l < nlines; l++) {
-        train[l] = stack_at_line(y, 100 + l, "train_step");
-        eval[l] = stack_at_line(y, 100 + l, "evaluate");
-    }
+    two_paths(y, nlines, train, eval);
     for (int i = 1; i <= 8; i++) {
         synth_step_mark(y, i);
         if (i == 2 + kept)
@@ -594,6 +601,106 @@ TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensor
         vt__check_report_free(r);
         synth_fini(&y);
     }
+}
+
+/* Eight marked steps, each training at `nlines` lines of a model (a block
+ * each, freed within the step) and evaluating at the same lines by another
+ * path (a block each, freed). At the lines in the mask `eval_keeps` the
+ * evaluation's block is never freed instead (a validation loss computed
+ * without no_grad and kept in a list: its graph, every step); at those in
+ * `train_keeps` the training step keeps a second block every step. */
+static vt__check_report *kept_every_step(synth *y, uint32_t nlines, unsigned eval_keeps,
+                                         unsigned train_keeps)
+{
+    uint32_t train[8], eval[8];
+    two_paths(y, nlines, train, eval);
+    for (uint64_t i = 1; i <= 8; i++) {
+        synth_step_mark(y, (int)i);
+        for (uint32_t l = 0; l < nlines; l++) {
+            uint64_t at = 0x7f0000000000ull + l * 0x1000000ull;
+            synth_alloc(y, at, 2 * MiB, train[l]);
+            if (train_keeps >> l & 1)
+                synth_alloc(y, 0x7d0000000000ull + (i * 16 + l) * 0x1000000ull, MiB, train[l]);
+            synth_free(y, at);
+        }
+        for (uint32_t l = 0; l < nlines; l++) {
+            uint64_t at = 0x7e0000000000ull + (i * 16 + l) * 0x1000000ull;
+            synth_alloc(y, at, MiB, eval[l]);
+            if (!(eval_keeps >> l & 1))
+                synth_free(y, at);
+        }
+    }
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* Finding i's under_stack is `fn` at train.py:line. */
+static void assert_kept_under(const synth *y, const vt__check_finding *f, const char *fn,
+                              uint32_t line)
+{
+    ASSERT(f->under_stack != 0);
+    const vt__frame *call = &y->s.frames[y->s.stack_nodes[f->under_stack].frame];
+    ASSERT_STR_EQ(vt__snapshot_string(&y->s, call->function), fn);
+    ASSERT_EQ(call->line, line);
+}
+
+/* Without tensors, a graph kept to the end every step is NEVER-FREED at
+ * each line of the model it reached (minGPT's trainer with a validation
+ * loss kept in a list: 15 causes at 15 lines of model.py under plain run).
+ * Lines whose other blocks die within their step, kept under one call of
+ * the program (evaluate's): one cause, named by that call. Not merged under
+ * a call that drives the steps (here <module>'s, which makes all their
+ * blocks): what the training step keeps and what the evaluation keeps are
+ * two causes, each its call's. */
+TEST(findings_kept_under_one_call_of_the_program_are_one_cause)
+{
+    synth y;
+    vt__check_report *r = kept_every_step(&y, 4, 0xf, 0);
+    ASSERT_EQ(r->nfindings, 4);
+    for (size_t i = 0; i < 4; i++) {
+        ASSERT_EQ(r->findings[i].rule, VT_CHECK_RULE_NEVER_FREED);
+        assert_kept_under(&y, &r->findings[i], "evaluate", 40);
+    }
+    uint32_t g[4];
+    ASSERT_EQ(vt__check_report_groups(r, &y.s, g), 1);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "4 findings from 1 cause");
+    ASSERT_STR_CONTAINS(text, "     allocated under evaluate (train.py:40), at 4 lines inside "
+                              "it\n     kept step after step, where the same lines' other blocks"
+                              " die within their step: what this call returned, kept with its "
+                              "autograd graph");
+    ASSERT_STR_CONTAINS(text, "   kept under one call with other lines' blocks: evaluate "
+                              "(train.py:40)\n");
+    free(text);
+    assert_rendered_says(r, &y, 1, "\"under_call\":[{\"function\":\"evaluate\",\"file\":"
+                                   "\"train.py\",\"line\":40,");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    /* the training step keeps at two lines, the evaluation at two others */
+    r = kept_every_step(&y, 4, 0xc, 0x3);
+    ASSERT_EQ(r->nfindings, 4);
+    ASSERT_EQ(vt__check_report_groups(r, &y.s, g), 2);
+    for (size_t i = 0; i < 4; i++) {
+        const vt__frame *line = vt__snapshot_user_frame(&y.s, r->findings[i].alloc_stack);
+        if (line->line < 102)
+            assert_kept_under(&y, &r->findings[i], "train_step", 30);
+        else
+            assert_kept_under(&y, &r->findings[i], "evaluate", 40);
+    }
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = kept_every_step(&y, 4, 0x1, 0);   /* one line: its call site's cause */
+    ASSERT_EQ(r->nfindings, 1);
+    ASSERT_EQ(r->findings[0].under_stack, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = kept_every_step(&y, 4, 0, 0);   /* the fixed evaluation */
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
 }
 
 TEST_MAIN()

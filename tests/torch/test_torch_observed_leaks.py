@@ -474,6 +474,39 @@ def test_an_evaluations_graph_kept_until_the_next_one_is_found_without_tensors(t
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
+VAL_KEPT_EVERY_STEP = os.path.join(HERE, "val_kept_every_step.py")
+VAL_LINE = next(i for i, line in enumerate(open(VAL_KEPT_EVERY_STEP), 1) if "# VAL_LINE" in line)
+
+
+def test_a_validation_graph_kept_every_step_is_one_cause_named_by_its_call(tmp_path):
+    """Plain run: a model of the program's own (several lines of forward,
+    as minGPT's model.py) validated at each step's end without no_grad, each
+    loss kept in a list: every step's graph stays, never freed at each line
+    of forward it saved an activation at. Those lines' other blocks (the
+    training step's) die within their step, and the kept ones were all made
+    under one call of the program that does not drive the steps: one cause,
+    named by the callback's line (check_kept_call.c). Before: a cause per
+    line of forward (minGPT's trainer so changed: 15 causes at 15 lines of
+    model.py). The fixed twin is clean."""
+    got = _checked_twins(tmp_path, VAL_KEPT_EVERY_STEP, False, "validations 30")
+    _, (rc, text) = got["leak"]
+    assert rc == 1, text[:4000]
+    causes = re.search(r"\n(\d+) findings from (\d+) causes? ", text)
+    assert causes and int(causes.group(1)) > 4, text[:4000]
+    heads = re.findall(r"\n  \d+ × \[([a-z-]+)\].*\n\s+allocated (?:under|at) (.*)\n", text)
+    assert heads and len(heads) == int(causes.group(2)), text[:4000]
+    # one cause a rule: what the callback's call kept, named by its line
+    assert {rule for rule, _ in heads} <= {"never-freed", "outlier"}, heads
+    assert len({rule for rule, _ in heads}) == len(heads), heads
+    for _, where in heads:
+        assert re.match(rf"on_batch_end \(.*val_kept_every_step\.py:{VAL_LINE}\), at \d+ "
+                        r"lines? inside it$", where), heads
+    rep = json.loads(run([CLI, "check", "--json", got["leak"][0]])[1])
+    assert all(g["under_call"][0]["line"] == VAL_LINE for g in rep["groups"]), rep["groups"]
+    _, (rc, text) = got["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 EVAL_AT_END = os.path.join(HERE, "eval_at_end.py")
 EVAL_LINE = next(i for i, line in enumerate(open(EVAL_AT_END), 1) if "# EVAL_LINE" in line)
 

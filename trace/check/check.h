@@ -95,6 +95,10 @@
  *   other blocks die within their step, all freed in one later step, a
  *   complete step at least after theirs (an autograd graph kept by a result
  *   and then let go). One finding per such cohort (kept_lines, kept_steps).
+ *   Findings of both rules by call site whose lines are such lines, made
+ *   under one call of the program that does not drive the steps (an
+ *   evaluation's `model(x)`, not the training loop that makes nine in ten
+ *   of the steps' blocks), name that call (under_stack): one cause.
  *
  * VT_CHECK_RULE_PINNED (tensor annotations present): a view that keeps its
  *   base's storage alive after the base tensor was dropped, e.g.
@@ -366,6 +370,12 @@ typedef struct vt__check_finding {
                                   made at; 0 for a call site's outliers */
     uint32_t kept_steps;       /* the same: marks from the step that made them to the
                                   one that freed them */
+    uint32_t under_stack;      /* NEVER-FREED and OUTLIER by call site, with marks and no
+                                  tensors (check_kept_call.c): the program's call (a stack
+                                  node whose frame is the program's) under which this
+                                  site's blocks and those of other lines were kept, lines
+                                  whose other blocks die within their step: one call's
+                                  results kept, one cause; 0: none */
     uint32_t nbefore_window;   /* native call sites: of nallocs, those made before the
                                   window (still alive at the end; the window's decided) */
     uint32_t older_alive;      /* tensor rules, on one finding per allocation stack: more

@@ -15,10 +15,12 @@
  * and line that has one; one whose chain into a graph has no root, the
  * graph group of its rule and line that names one. Growth findings, and
  * storages no tensor names, group by the program's line they were
- * allocated under.
+ * allocated under, or by the call of the program they were kept under
+ * (under_stack: check_kept_call.c).
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,10 +246,17 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
     int unnamed = !x->owner_name || !*x->owner_name;
     int by_site = x->rule == VT_CHECK_RULE_GROWTH || unnamed;
     const vt__frame *own = by_site ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
+    /* Call sites kept under one call of the program (check_kept_call.c):
+     * that call's group, its lines those the sites allocated at. */
+    if (own && x->under_stack)
+        *line = vt__mix64((uint64_t)own->file << 32 | own->line);
     /* One holder keeps the tensors of several lines (an output object kept
      * whole: its logits, its loss, its cache): one cause, whatever made
      * them. Without a holder, its line's group (see vt__ck_group_findings). */
-    int n = own      ? snprintf(key, len, "%s\x1f\x1f\x1fline %s:%u", rule,
+    int n = own && x->under_stack
+                     ? snprintf(key, len, "%s\x1f\x1f\x1funder %016" PRIx64, rule,
+                                vt__snapshot_python_path(s, x->under_stack))
+            : own    ? snprintf(key, len, "%s\x1f\x1f\x1fline %s:%u", rule,
                                 vt__snapshot_string(s, own->file), own->line)
             : by_site  ? snprintf(key, len, "%s\x1f\x1f\x1fstack %u", rule, x->alloc_stack)
             : in_graph ? snprintf(key, len, "%s\x1f\x1egraph\x1f%s", rule, root)

@@ -413,6 +413,10 @@ vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned ru
  * kept together past a complete step (check_kept_call.c). */
 int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                           vt__check_report *r);
+/* After NEVER-FREED and OUTLIER, with marks and no tensors: their call-site
+ * findings kept under one call of the program name it (under_stack;
+ * check_kept_call.c). 0 or -ENOMEM. */
+int vt__ck_kept_under_call(ck_model *m, ck_findings *fs);
 /* GROWTH runs last: it judges the storages no other rule flagged. */
 /* The window storage st is alive at the end of, first and past the last:
  * [*a, *b) (by time: ck_model.nwin). */

@@ -25,6 +25,20 @@
  * program keeps on purpose is mostly small: under the floor of minor
  * findings, where a graph's activations are not. Step 0, the setup's, is
  * not judged.
+ *
+ * The same kept to the end is NEVER-FREED (and OUTLIER) by call site, one
+ * finding per line: minGPT's trainer with a validation loss computed every
+ * step without torch.no_grad() and appended to a list kept its graph at 15
+ * lines of model.py, 15 causes under plain `run`, where the bug is the one
+ * line that called the model (`_, vloss = tr.model(x, y)` in the program's
+ * batch-end callback, which every finding's stack shows). Such findings,
+ * at lines whose other blocks die within their step, made under one call of
+ * the program, name that call (vt__ck_kept_under_call): one cause. Not a
+ * call that drives the steps (the training loop's, the module's line that
+ * runs it): two leaks in one loop are two causes. A call drives when nine
+ * in ten of the window's blocks with a frame of the program are made under
+ * it; a finding's call is the outermost of its program's frames that does
+ * not, and the cause names the innermost frame its findings share.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -211,6 +225,236 @@ out:
     free(count);
     free(idx);
     free(start);
+    free(c);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/*  Findings by call site under one call (vt__ck_kept_under_call)           */
+/* ------------------------------------------------------------------------ */
+
+/* Of the window's blocks with a frame of the program, the share a call
+ * makes at the least to drive the steps (per mille). */
+#define DRIVER_PERMILLE 900
+
+/* Frames of the program's own code, memoized per frame (0 unknown, 1 the
+ * program's, 2 not). */
+static int is_program(const vt__snapshot_data *s, uint8_t *memo, uint32_t node)
+{
+    uint32_t fr = s->stack_nodes[node].frame;
+    if (fr >= s->nframes)
+        return 0;
+    if (!memo[fr])
+        memo[fr] = vt__frame_is_user_code(s, &s->frames[fr]) ? 1 : 2;
+    return memo[fr] == 1;
+}
+
+static uint32_t parent_of(const vt__snapshot_data *s, uint32_t node)
+{
+    return node && node < s->nstack_nodes ? s->stack_nodes[node].parent : 0;
+}
+
+/* Blocks the window made under each call of the program (known by its
+ * Python frames: vt__snapshot_python_path), kept or retired, into under
+ * (path -> index into count); total: those under any. */
+typedef struct call_counts {
+    vt__u64map under;
+    uint64_t *count;
+    size_t n, cap;
+    uint64_t total;
+} call_counts;
+
+static int count_blocks(call_counts *cc, const vt__snapshot_data *s, uint8_t *memo,
+                        uint32_t stack, uint64_t n)
+{
+    int any = 0;
+    for (uint32_t node = stack, k = 0; node && node < s->nstack_nodes && k < s->nstack_nodes;
+         node = parent_of(s, node), k++) {
+        if (!is_program(s, memo, node))
+            continue;
+        any = 1;
+        uint64_t path = vt__snapshot_python_path(s, node);
+        uint32_t at = vt__u64map_get(&cc->under, path);
+        if (at == VT__U64MAP_NONE) {
+            if (CK_GROW(cc->count, cc->cap, cc->n + 1) < 0 ||
+                vt__u64map_put(&cc->under, path, (uint32_t)cc->n) < 0)
+                return -ENOMEM;
+            at = (uint32_t)cc->n++;
+            cc->count[at] = 0;
+        }
+        cc->count[at] += n;
+    }
+    if (any)
+        cc->total += n;
+    return 0;
+}
+
+/* By stack first (the window's storages share few stacks), then each stack's
+ * calls once. */
+static int count_calls(call_counts *cc, const ck_model *m, uint8_t *memo)
+{
+    vt__u64map of_stack = { 0 };
+    uint64_t *n = NULL;
+    uint32_t *stack = NULL;
+    size_t ns = 0, cap = 0, capn = 0;
+    int rc = -ENOMEM;
+    if (vt__u64map_init(&of_stack, 256) < 0)
+        goto out;
+    for (size_t i = 0; i < m->nsites + m->nst; i++) {
+        uint32_t st;
+        uint64_t k = 1;
+        if (i < m->nsites) {
+            st = m->sites[i].stack;
+            k = m->sites[i].n;
+        } else {
+            const ck_storage *x = &m->st[i - m->nsites];
+            if (x->external || x->implicit || x->before_window)
+                continue;
+            st = x->alloc_stack;
+        }
+        uint32_t at = vt__u64map_get(&of_stack, st);
+        if (at == VT__U64MAP_NONE) {
+            if (CK_GROW(n, capn, ns + 1) < 0 || CK_GROW(stack, cap, ns + 1) < 0 ||
+                vt__u64map_put(&of_stack, st, (uint32_t)ns) < 0)
+                goto out;
+            at = (uint32_t)ns++;
+            n[at] = 0;
+            stack[at] = st;
+        }
+        n[at] += k;
+    }
+    rc = 0;
+    for (size_t i = 0; i < ns && rc == 0; i++)
+        rc = count_blocks(cc, m->s, memo, stack[i], n[i]);
+out:
+    vt__u64map_free(&of_stack);
+    free(n);
+    free(stack);
+    return rc;
+}
+
+typedef struct under_cand {
+    uint64_t top;     /* its outermost call of the program that drives nothing (path) */
+    uint32_t user;    /* its stack's innermost frame of the program (a node) */
+    uint32_t finding;
+} under_cand;
+
+static int cmp_under(const void *a, const void *b)
+{
+    const under_cand *x = a, *y = b;
+    if (x->top != y->top)
+        return x->top < y->top ? -1 : 1;
+    return (x->finding > y->finding) - (x->finding < y->finding);
+}
+
+/* Two findings' lines differ: their innermost frames of the program. */
+static int other_line(const vt__snapshot_data *s, uint32_t a, uint32_t b)
+{
+    const vt__frame *x = &s->frames[s->stack_nodes[a].frame];
+    const vt__frame *y = &s->frames[s->stack_nodes[b].frame];
+    return x->file != y->file || x->line != y->line;
+}
+
+/* Whether stack node `in`'s callers (its program's frames outside it)
+ * include the call `path`. */
+static int called_under(const vt__snapshot_data *s, uint8_t *memo, uint32_t in, uint64_t path)
+{
+    for (uint32_t node = parent_of(s, in); node; node = parent_of(s, node))
+        if (is_program(s, memo, node) && vt__snapshot_python_path(s, node) == path)
+            return 1;
+    return 0;
+}
+
+/* The cluster c[0..n) (one top; never-freed and outliers alike: what one
+ * call kept, some of it freed later) when it spans two lines of the
+ * program or more: each finding's under_stack the innermost call of the
+ * program they all share (found on the first one's stack). */
+static void name_call(const ck_model *m, uint8_t *memo, ck_findings *fs, const under_cand *c,
+                      size_t n)
+{
+    const vt__snapshot_data *s = m->s;
+    int lines = 0;
+    for (size_t k = 1; k < n && !lines; k++)
+        lines = other_line(s, c[0].user, c[k].user);
+    if (!lines)
+        return;   /* one line: its call site's cause already */
+    uint32_t call = 0;
+    for (uint32_t node = parent_of(s, c[0].user); node && !call; node = parent_of(s, node)) {
+        if (!is_program(s, memo, node))
+            continue;
+        uint64_t path = vt__snapshot_python_path(s, node);
+        size_t k = 1;
+        while (k < n && called_under(s, memo, c[k].user, path))
+            k++;
+        if (k == n)
+            call = node;   /* at top at the outermost */
+    }
+    for (size_t k = 0; k < n && call; k++)
+        fs->f[c[k].finding].under_stack = call;
+}
+
+int vt__ck_kept_under_call(ck_model *m, ck_findings *fs)
+{
+    const vt__snapshot_data *s = m->s;
+    if (m->nmarks < 2 || !fs->n || !s->nframes)
+        return 0;
+    size_t cap = m->nsites + m->nst + 1, nlines = 0, nc = 0;
+    vt__u64map shorts = { 0 };
+    line_memo lm = { .s = s };
+    call_counts cc = { 0 };
+    uint32_t *count = malloc(cap * sizeof *count);
+    uint8_t *memo = calloc(s->nframes, 1);
+    under_cand *c = malloc(fs->n * sizeof *c);
+    int rc = -ENOMEM;
+    if (!count || !memo || !c || vt__u64map_init(&shorts, 256) < 0 ||
+        vt__u64map_init(&lm.of_stack, 256) < 0 || vt__u64map_init(&cc.under, 256) < 0 ||
+        count_short(m, &lm, &shorts, count, cap, &nlines) < 0 || count_calls(&cc, m, memo) < 0)
+        goto out;
+    for (size_t i = 0; i < fs->n; i++) {
+        const vt__check_finding *f = &fs->f[i];
+        if ((f->rule != VT_CHECK_RULE_NEVER_FREED && f->rule != VT_CHECK_RULE_OUTLIER) ||
+            f->owner_id || !f->alloc_stack)
+            continue;
+        uint64_t line;
+        if (memo_line(&lm, f->alloc_stack, &line) < 0)
+            goto out;
+        uint32_t k = line ? vt__u64map_get(&shorts, line) : VT__U64MAP_NONE;
+        uint32_t user = vt__snapshot_user_node(s, f->alloc_stack);
+        if (k == VT__U64MAP_NONE || count[k] < KEPT_MIN_SIBLINGS || !user)
+            continue;
+        /* the outermost call of the program above its line that drives
+         * nothing (the calls outside one that drives drive too) */
+        uint64_t top = 0;
+        for (uint32_t node = parent_of(s, user); node; node = parent_of(s, node)) {
+            if (!is_program(s, memo, node))
+                continue;
+            uint64_t path = vt__snapshot_python_path(s, node);
+            uint32_t at = vt__u64map_get(&cc.under, path);
+            uint64_t n = at == VT__U64MAP_NONE ? 0 : cc.count[at];
+            if (n * 1000 >= cc.total * DRIVER_PERMILLE)
+                break;
+            top = path;
+        }
+        if (top)
+            c[nc++] = (under_cand){ top, user, (uint32_t)i };
+    }
+    if (nc)
+        qsort(c, nc, sizeof *c, cmp_under);
+    for (size_t a = 0, b; a < nc; a = b) {
+        for (b = a + 1; b < nc && c[b].top == c[a].top; b++)
+            ;
+        if (b - a >= 2)
+            name_call(m, memo, fs, &c[a], b - a);
+    }
+    rc = 0;
+out:
+    vt__u64map_free(&shorts);
+    vt__u64map_free(&lm.of_stack);
+    vt__u64map_free(&cc.under);
+    free(lm.line);
+    free(cc.count);
+    free(count);
+    free(memo);
     free(c);
     return rc;
 }

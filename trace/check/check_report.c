@@ -224,10 +224,22 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
             print_older(f, "     ", "at its lines", older[k], older[ng + k]);
             continue;
         }
-        /* no tensor names it: its call site; holders are track()'s to find */
+        /* no tensor names it: its call site, or the call that kept several
+         * sites' blocks; holders are track()'s to find */
         char site[CK_GROUP_KEY_MAX];
-        site_of(s, r->findings[g[k].first].alloc_stack, site, sizeof site);
-        fprintf(f, "     allocated at %s\n", site);
+        const vt__check_finding *x = &r->findings[g[k].first];
+        if (x->under_stack) {
+            site_of(s, x->under_stack, site, sizeof site);
+            fprintf(f, "     allocated under %s, at %s%zu line%s inside it\n", site,
+                    g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines,
+                    g[k].nlines == 1 ? "" : "s");
+            fprintf(f, "     kept step after step, where the same lines' other blocks die within"
+                       " their step: what this call returned, kept with its autograd graph (a"
+                       " forward without torch.no_grad()), or its results kept\n");
+        } else {
+            site_of(s, x->alloc_stack, site, sizeof site);
+            fprintf(f, "     allocated at %s\n", site);
+        }
         fprintf(f, "     held by: %s\n",
                 r->ntensors ? "(no tensor recorded for it)"
                             : "(not recorded: holders are found under track(), "
@@ -637,6 +649,11 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 fprintf(f, " (marks 1..%u not judged: warm-up)\n", x->growth_first_mark);
         } else {
             fprintf(f, "   never freed, allocated step after step by the same call site\n");
+        }
+        if (x->under_stack) {
+            char call[CK_GROUP_KEY_MAX];
+            site_of(s, x->under_stack, call, sizeof call);
+            fprintf(f, "   kept under one call with other lines' blocks: %s\n", call);
         }
         if (x->before_window)
             fprintf(f, "   allocated before the trace window\n");

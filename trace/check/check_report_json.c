@@ -153,6 +153,11 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64
                ",\"stack\":", x->ntensors, x->alloc_seq, x->alloc_time_ns);
     json_stack(f, s, x->alloc_stack);
+    fprintf(f, ",\"under_call\":");
+    if (x->under_stack)
+        json_stack(f, s, x->under_stack);
+    else
+        fputs("null", f);
     fprintf(f, "},\"last_use\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"step\":%u,"
                "\"tensor\":%" PRIu64 ",\"name\":",
             x->last_use_seq, x->last_use_time_ns, x->last_use_step, x->last_use_tensor);
@@ -288,6 +293,11 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         vt__json_str(f, owner);
         fprintf(f, ",\"path\":");
         vt__json_str(f, path);
+        fprintf(f, ",\"under_call\":");
+        if (r->findings[g[k].first].under_stack)
+            json_stack(f, s, r->findings[g[k].first].under_stack);
+        else
+            fputs("null", f);
         fputc('}', f);
     }
     free(g);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "snapshot.h"
+#include "u64map.h"
 #include "user_code.h"
 
 const char *vt__snapshot_pool_note(const vt__snapshot_data *s)
@@ -62,17 +63,44 @@ size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
     return n;
 }
 
-const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id)
+uint32_t vt__snapshot_user_node(const vt__snapshot_data *s, uint32_t id)
 {
     if (!s)
-        return NULL;
+        return 0;
     for (size_t steps = 0; id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes; steps++) {
         const vt__stack_node *node = &s->stack_nodes[id];
         if (node->frame < s->nframes && vt__frame_is_user_code(s, &s->frames[node->frame]))
-            return &s->frames[node->frame];
+            return id;
         id = node->parent;
     }
-    return NULL;
+    return 0;
+}
+
+uint64_t vt__snapshot_python_path(const vt__snapshot_data *s, uint32_t id)
+{
+    const vt__frame *fr[VT_SNAPSHOT_PYTHON_PATH_MAX];
+    size_t n = 0;
+    for (size_t steps = 0; s && id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes;
+         steps++) {
+        const vt__stack_node *node = &s->stack_nodes[id];
+        if (node->frame < s->nframes && vt__frame_is_python(s, &s->frames[node->frame]) &&
+            n < VT_SNAPSHOT_PYTHON_PATH_MAX)
+            fr[n++] = &s->frames[node->frame];
+        id = node->parent;
+    }
+    /* outermost first; a frame by what it says (function, file, line), not
+     * its index: the recorder keeps one per instruction, two calls on one
+     * line are two frames */
+    uint64_t h = 0x5079746870617468ull;
+    while (n--)
+        h = vt__mix64(h ^ vt__mix64((uint64_t)fr[n]->function << 32 ^ fr[n]->file) ^ fr[n]->line);
+    return h;
+}
+
+const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id)
+{
+    uint32_t node = vt__snapshot_user_node(s, id);
+    return node ? &s->frames[s->stack_nodes[node].frame] : NULL;
 }
 
 const char *vt__frame_file(const vt__snapshot_data *s, const vt__frame *f)

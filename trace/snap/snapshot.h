@@ -152,6 +152,17 @@ size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
  * (vt__frame_is_user_code: the line every view leads with); NULL when the
  * stack has none (a native program, a stack all library). */
 const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id);
+/* The same frame's node in the stack tree (what it and its callers are: a
+ * call of the program, shared by every stack made under it); 0: none. */
+uint32_t vt__snapshot_user_node(const vt__snapshot_data *s, uint32_t id);
+
+/* Which call stack `id` is, by its Python frames alone (a hash of them,
+ * outermost first; the innermost VT_SNAPSHOT_PYTHON_PATH_MAX): the recorder
+ * keeps a stack's innermost native frames, so one call of the program has
+ * nodes of its own under each depth of native frames cut off outside it;
+ * its Python frames are the same. */
+#define VT_SNAPSHOT_PYTHON_PATH_MAX 512
+uint64_t vt__snapshot_python_path(const vt__snapshot_data *s, uint32_t id);
 
 /* Where frame f runs: its source file, or else its module ("" when neither
  * is known). */
