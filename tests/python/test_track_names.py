@@ -151,6 +151,28 @@ def test_memory_resize_gives_a_tensor_without_any_is_named_by_that_line(fake):
     del buf
 
 
+def test_memory_no_op_made_first_written_as_an_out_argument_is_named_by_that_op(fake):
+    """What torch.compile's generated code does (inductor): a buffer made
+    without an op (`empty_strided_cpu`, which calls no operator) and first
+    written as an op's `out=` argument (`extern_kernels.mm(a, b, out=buf)`):
+    named by that line and op, not as an input "first used by" it. A tensor
+    made before track() and first written in place is an input still."""
+    from torch._C._dynamo.guards import _empty_strided_cpu
+    a = torch.randn(8, 8)
+    old = torch.zeros(8)
+    with vtt.track() as tr:
+        buf = _empty_strided_cpu((8, 8), (8, 1), torch.float32)
+        torch.mm(a, a, out=buf)
+        old.add_(1)
+    line = test_memory_no_op_made_first_written_as_an_out_argument_is_named_by_that_op \
+        .__code__.co_firstlineno + 11
+    made = [e[5] for e in fake.of("tensor_new") if e[1] == tr.tensor_id(buf)]
+    assert made == [f"torch.mm(a, a, out=buf) (test_track_names.py:{line}, aten.mm out[0])"], made
+    made = [e[5] for e in fake.of("tensor_new") if e[1] == tr.tensor_id(old)]
+    assert made == [f'input, first used by "old.add_(1)" (test_track_names.py:{line + 1})'], made
+    del buf
+
+
 def test_name_right_after_the_op_names_the_tensor_from_its_creation(fake):
     with vtt.track() as tr:
         h = vtt.name(torch.ones(3) * 2, "fc2 out")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import _gc_hold
 from ._naming import _source_line
-from ._torch_facts import _changes_storage, _current_node, _view_arg
+from ._torch_facts import _current_node, _op_flags, _view_arg
 if TYPE_CHECKING:   # only for annotations: _tracker imports this module
     from ._tracker import Tracker
 
@@ -165,12 +165,12 @@ class _Recording:
             self._names[key] = got
         return got
 
-    def _meta_of(self, func: Any) -> Tuple[int, bool, Any]:
-        """(index of the argument ``func``'s outputs view, -1: none; whether
-        it may give a tensor other memory: set_, resize_; the op), cached.
+    def _meta_of(self, func: Any) -> Tuple[int, int, Any]:
+        """(index of the argument ``func``'s outputs view, -1: none; its
+        OP_* flags (_torch_facts._op_flags); the op), cached.
         Keyed by id: an OpOverload hashes in Python (a call per lookup);
         the entry keeps the op alive, so its id stays its own."""
-        meta = self._op_meta[id(func)] = (_view_arg(func), _changes_storage(func), func)
+        meta = self._op_meta[id(func)] = (_view_arg(func), _op_flags(func), func)
         return meta
 
     def _engine_dispatch(self, func: Any, types_: Any, args: Any, kwargs: Any) -> Any:

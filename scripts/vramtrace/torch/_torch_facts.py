@@ -64,10 +64,27 @@ _STORAGE_CHANGING_OPS = frozenset(("set_", "resize_", "resize_as_", "_resize_out
                                    "resize_as_sparse_"))
 
 
-def _changes_storage(func: Any) -> bool:
+# _op_flags: an op may give a tensor other memory (set_, resize_); it writes
+# an ``out=`` argument (``mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)``).
+# The same values as trackfast.h's OP_RESHAPES and OP_WRITES_OUT.
+OP_RESHAPES, OP_WRITES_OUT = 1, 2
+
+
+def _op_flags(func: Any) -> int:
+    """What ``func`` does besides making its outputs: OP_* flags. A tensor
+    the books do not know yet, given as what the op reshapes or writes as
+    ``out=`` and returned by it, is made by that op (its memory is the op's
+    doing, or was made where no op showed it: inductor's buffers)."""
     packet = getattr(func, "overloadpacket", None)
     name = getattr(packet, "__name__", "") or str(packet)
-    return name.split(".")[-1] in _STORAGE_CHANGING_OPS
+    flags = OP_RESHAPES if name.split(".")[-1] in _STORAGE_CHANGING_OPS else 0
+    try:
+        if any(a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+               for a in func._schema.arguments):
+            flags |= OP_WRITES_OUT
+    except Exception:   # not an OpOverload: no schema to read
+        pass
+    return flags
 
 
 def _view_arg(func: Any) -> int:

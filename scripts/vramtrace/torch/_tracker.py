@@ -195,7 +195,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._held_elsewhere: List[_StorageRec] = books.held_elsewhere
         # id(op) -> (index of the argument its outputs view, -1: none; whether
         # it may give a tensor other memory: set_, resize_; the op itself)
-        self._op_meta: Dict[int, Tuple[int, bool, Any]] = books.op_meta
+        self._op_meta: Dict[int, Tuple[int, int, Any]] = books.op_meta
         # (id(op), output index, stack) -> name; ops in _op_meta keep their ids
         self._names: Dict[Tuple[int, int, int], str] = books.names
         self._encoded: Dict[str, bytes] = books.encoded   # tensor names, as the library takes them

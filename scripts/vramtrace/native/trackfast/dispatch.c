@@ -228,9 +228,10 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         return 0;
 
     long vi;
-    int reshaping;
-    if (op_meta(d, func, &vi, &reshaping) < 0)
+    int flags;
+    if (op_meta(d, func, &vi, &flags) < 0)
         return -1;
+    int reshaping = flags & OP_RESHAPES;
     int backward = obs != NULL && obs->backward;
 
     double began = now_s();
@@ -308,11 +309,16 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
                 rec = Py_NewRef(Py_None);   /* not tracked again (no storage) */
         } else if (rec != NULL) {
             d->use(TREC(rec)->tid, stack);
-        } else if (!PyErr_Occurred() && reshaping && tl_has(&outs, t)) {
+        } else if (!PyErr_Occurred() && (flags & (OP_RESHAPES | OP_WRITES_OUT)) &&
+                   tl_has(&outs, t)) {
             /* set_/resize_ on a tensor not tracked (no memory yet: what
              * torch.load's rebuild and `torch.empty(0)` then `resize_`
              * make): its memory is this op's doing, so it is tracked below
-             * as the op's output, named by this line, not as an input */
+             * as the op's output, named by this line, not as an input. So
+             * is memory first written as an op's `out=` argument, made
+             * where no op showed it: torch.compile's generated code makes
+             * its buffers with empty_strided_cuda, which calls no op, and
+             * fills them with `extern_kernels.mm(a, b, out=buf)` */
             continue;
         } else if (!PyErr_Occurred()) {
             /* Tracker._input_name(is_param, stack): rare (a tensor's first

@@ -1,8 +1,9 @@
 /* What the books say of an op, kept in C in front of their dicts.
  *
  * on_op asks two things of every op it records: the op's meta (the books'
- * op_meta, Tracker._meta_of: which argument its outputs view, whether it
- * may give a tensor other memory) and each new output's name (the books'
+ * op_meta, Tracker._meta_of: which argument its outputs view, its OP_*
+ * flags: whether it may give a tensor other memory, whether it writes an
+ * `out=` argument) and each new output's name (the books'
  * names, Tracker._out_name, by op, output and stack). Asked of the dicts,
  * each answer costs its key's objects (a PyLong for the op; three and a
  * tuple for a name) and a lookup, paid by the program on every op. Here
@@ -19,7 +20,7 @@ enum { META_SLOTS = 64, NAME_SLOTS = 1024 };
 typedef struct {
     PyObject *func;   /* NULL: empty */
     long view_arg;
-    int reshaping;
+    int flags;        /* OP_* */
 } MetaSlot;
 
 typedef struct {
@@ -73,15 +74,15 @@ int op_cache_traverse(OpCache *c, visitproc visit, void *arg)
     return 0;
 }
 
-/* ``func``'s meta into *view_arg and *reshaping: from its slot, else from
+/* ``func``'s meta into *view_arg and *flags (OP_*): from its slot, else from
  * the books' op_meta (Tracker._meta_of where it has none yet). 0, or -1
  * with an exception set. */
-int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *reshaping)
+int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *flags)
 {
     MetaSlot *s = d->op_cache ? &d->op_cache->meta[slot_of((uintptr_t)func, META_SLOTS)] : NULL;
     if (s != NULL && s->func == func) {
         *view_arg = s->view_arg;
-        *reshaping = s->reshaping;
+        *flags = s->flags;
         return 0;
     }
     PyObject *books = book(d, BOOK_OP_META);
@@ -101,20 +102,20 @@ int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *reshaping)
     }
     if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) < 2) {
         Py_DECREF(meta);
-        PyErr_SetString(PyExc_TypeError, "Tracker._op_meta entry is not (view arg, reshaping, op)");
+        PyErr_SetString(PyExc_TypeError, "Tracker._op_meta entry is not (view arg, flags, op)");
         return -1;
     }
     long vi = PyLong_AsLong(PyTuple_GET_ITEM(meta, 0));
-    int r = PyObject_IsTrue(PyTuple_GET_ITEM(meta, 1));
+    long r = vi == -1 && PyErr_Occurred() ? -1 : PyLong_AsLong(PyTuple_GET_ITEM(meta, 1));
     Py_DECREF(meta);
-    if (r < 0 || (vi == -1 && PyErr_Occurred()))
+    if (r == -1 && PyErr_Occurred())
         return -1;
     *view_arg = vi;
-    *reshaping = r;
+    *flags = (int)r;
     if (s != NULL) {
         Py_XSETREF(s->func, Py_NewRef(func));
         s->view_arg = vi;
-        s->reshaping = r;
+        s->flags = (int)r;
     }
     return 0;
 }

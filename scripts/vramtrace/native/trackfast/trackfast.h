@@ -71,7 +71,7 @@ enum {
     BOOK_STORAGES,      /* storage key -> StorageRec */
     BOOK_MAYBE_GONE,    /* StorageRecs whose last tensor died */
     BOOK_HELD,          /* the same, found still held elsewhere when asked */
-    BOOK_OP_META,       /* id(op) -> (view arg, reshaping, op) */
+    BOOK_OP_META,       /* id(op) -> (view arg, OP_* flags, op) */
     BOOK_NODE_STACKS,   /* autograd sequence number -> stack id of the forward op */
     BOOK_NAMES,         /* (id(op), output, stack) -> name */
     BOOK_ENCODED,       /* name -> its UTF-8 bytes */
@@ -380,7 +380,12 @@ typedef struct OpCache OpCache;
 OpCache *op_cache_new(void);
 void op_cache_clear(OpCache *c);
 int op_cache_traverse(OpCache *c, visitproc visit, void *arg);
-int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *reshaping);
+/* What an op does besides its outputs (Tracker._meta_of's flags): */
+enum {
+    OP_RESHAPES = 1,     /* may give a tensor other memory: set_, resize_ */
+    OP_WRITES_OUT = 2,   /* writes an `out=` argument (aten.mm.out) */
+};
+int op_meta(Dispatcher *d, PyObject *func, long *view_arg, int *flags);
 PyObject *out_name(Dispatcher *d, PyObject *func, Py_ssize_t i, uint32_t stack,
                    PyObject *stack_obj, int forward);
 
