@@ -287,6 +287,11 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
     assert (f"module __main__.kept → list[0] → tensor '{src} (compiled_loop.py:{fwd}, "
             "tensor (32, 64, 65) float32, made where no op showed it)'") in text, text[:4000]
     assert f"compiled_loop.py:{line})" in text, text[:4000]   # allocated under that call
+    # the mm's buffer (empty_strided_cuda, no op) by the op that wrote it as
+    # its out=, not as an input "first used by" that op
+    assert (f"owner: tensor '{src} (compiled_loop.py:{fwd}, aten.mm out[0])'") in text, \
+        text[:4000]
+    assert "first used by" not in text, text[:4000]
 
 
 
