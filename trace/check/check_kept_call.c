@@ -101,13 +101,10 @@ typedef struct cand {
 static int cmp_cand(const void *a, const void *b)
 {
     const cand *x = a, *y = b;
-    if (x->from != y->from)
-        return x->from < y->from ? -1 : 1;
-    if (x->to != y->to)
-        return x->to < y->to ? -1 : 1;
-    if (x->line != y->line)
-        return x->line < y->line ? -1 : 1;
-    return (x->st > y->st) - (x->st < y->st);
+    int c = vt__order(x->from, y->from);
+    c = c ? c : vt__order(x->to, y->to);
+    c = c ? c : vt__order(x->line, y->line);
+    return c ? c : vt__order(x->st, y->st);
 }
 
 /* A storage the rule may judge: the window's, not claimed by another rule. */
@@ -342,9 +339,8 @@ typedef struct under_cand {
 static int cmp_under(const void *a, const void *b)
 {
     const under_cand *x = a, *y = b;
-    if (x->top != y->top)
-        return x->top < y->top ? -1 : 1;
-    return (x->finding > y->finding) - (x->finding < y->finding);
+    int c = vt__order(x->top, y->top);
+    return c ? c : vt__order(x->finding, y->finding);
 }
 
 /* Two findings' lines differ: their innermost frames of the program. */
