@@ -703,4 +703,102 @@ TEST(findings_kept_under_one_call_of_the_program_are_one_cause)
     synth_fini(&y);
 }
 
+/* Six marked steps of training at model.py's lines 100 and 101 (freed
+ * within the step); in step 3 an evaluation loop of `iters` iterations,
+ * each making its input at evaluate's line 41 and `layers` activations at
+ * each of the model's two lines under evaluate's line 42. Where `chained`,
+ * they are all freed together as the loop ends (a running sum of tensor
+ * losses keeps each iteration's graph), else each iteration's at its end.
+ * The frees have the Python stack of evaluate's return. */
+static vt__check_report *evaluation_loop(synth *y, int iters, int layers, int chained)
+{
+    synth_init(y);
+    static const char *const model_files[] = { "model.py", "train.py", "train.py" };
+    static const char *const own_files[] = { "train.py", "train.py" };
+    uint32_t train[2], act[2];
+    for (uint32_t l = 0; l < 2; l++) {
+        train[l] = synth_stack(y, "forward", "train_step", "<module>", NULL);
+        as_python(y, train[l], model_files, (uint32_t[]){ 100 + l, 30, 5 });
+        act[l] = synth_stack(y, "forward", "evaluate", "<module>", NULL);
+        as_python(y, act[l], model_files, (uint32_t[]){ 100 + l, 42, 7 });
+    }
+    uint32_t input = synth_stack(y, "evaluate", "<module>", NULL);
+    as_python(y, input, own_files, (uint32_t[]){ 41, 7 });
+    uint32_t ret = synth_stack(y, "evaluate", "<module>", NULL);
+    as_python(y, ret, own_files, (uint32_t[]){ 44, 7 });
+    uint64_t at = 0x7e0000000000ull;
+    for (int i = 1; i <= 6; i++) {
+        synth_step_mark(y, i);
+        for (uint32_t l = 0; l < 2; l++)
+            synth_alloc(y, 0x7f0000000000ull + l * 0x1000000ull, 2 * MiB, train[l]);
+        for (uint32_t l = 0; l < 2; l++)
+            synth_free(y, 0x7f0000000000ull + l * 0x1000000ull);
+        if (i != 3)
+            continue;
+        uint64_t from = at;
+        for (int it = 0; it < iters; it++) {
+            uint64_t mine = at;
+            synth_alloc(y, at, MiB, input);
+            at += 0x1000000ull;
+            for (int k = 0; k < layers; k++)
+                for (uint32_t l = 0; l < 2; l++) {
+                    synth_alloc(y, at, MiB, act[l]);
+                    at += 0x1000000ull;
+                }
+            for (; !chained && mine < at; mine += 0x1000000ull)
+                SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = mine, .stack = ret);
+        }
+        for (; chained && from < at; from += 0x1000000ull)
+            SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = from, .stack = ret);
+    }
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* Without tensors, an evaluation that sums its losses as tensors without
+ * no_grad keeps every iteration's graph until its loop ends, where each
+ * would die with its iteration: the step's peak grows with the batches (an
+ * out of memory in validation), and every block is freed within its step,
+ * short-lived to the other rules ("0 findings" under plain run and run
+ * --track before). Blocks freed together, made at two lines or more over
+ * four runs or more of one line inside the call they share (evaluate's
+ * input line, visited once an iteration): one finding, named by that call.
+ * Not freed iteration by iteration, not one forward's graph (its layers all
+ * under one visit of the line that ran the model), not three iterations. */
+TEST(a_loops_allocations_kept_until_it_ended_are_an_outlier_without_tensors)
+{
+    synth y;
+    vt__check_report *r = evaluation_loop(&y, 5, 1, 1);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->loop_visits, 5);
+    ASSERT_EQ(f->kept_lines, 3);
+    ASSERT_EQ(f->nallocs, 15);
+    ASSERT_EQ(f->bytes, 15 * MiB);
+    ASSERT_EQ(f->freed, 1);
+    ASSERT(f->under_stack != 0);
+    const vt__frame *call = &y.s.frames[y.s.stack_nodes[f->under_stack].frame];
+    ASSERT_EQ(call->line, 7);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "kept through a loop: 15 blocks made at 3 lines over 5 runs of its"
+                              " body or more, where each run's would die with it, freed together"
+                              " when it ended");
+    free(text);
+    assert_rendered_says(r, &y, 1, "\"kept_lines\":3,\"kept_steps\":0,\"loop_visits\":5,");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    /* every iteration's run of frees one finding's: the same call, one cause */
+    struct { int iters, layers, chained; } clean[] = {
+        { 5, 1, 0 },   /* freed iteration by iteration */
+        { 1, 6, 1 },   /* one forward's graph: 13 blocks, one visit */
+        { 3, 1, 1 },   /* three iterations */
+    };
+    for (size_t k = 0; k < sizeof clean / sizeof clean[0]; k++) {
+        r = evaluation_loop(&y, clean[k].iters, clean[k].layers, clean[k].chained);
+        ASSERT_EQ(r->nfindings, 0);
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
+}
+
 TEST_MAIN()

@@ -507,6 +507,33 @@ def test_a_validation_graph_kept_every_step_is_one_cause_named_by_its_call(tmp_p
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
+VAL_RUNNING_SUM = os.path.join(HERE, "val_running_sum.py")
+VAL_CALL = next(i for i, line in enumerate(open(VAL_RUNNING_SUM), 1) if "# VAL_CALL" in line)
+
+
+def test_a_validation_summing_its_losses_as_tensors_is_found_without_tensors(tmp_path):
+    """Plain run: a validation without no_grad whose losses are summed as a
+    tensor keeps every batch's graph until its loop ends (its peak 1.55x
+    its fixed twin's here, growing with the batches: the classic out of
+    memory in validation). Every block
+    dies within its step, short-lived to the other rules: "0 findings"
+    before. Blocks freed together, made at the model's lines and the
+    batch's over 20 runs of the loop's body: an outlier of their own
+    (trace/check/check_loop_kept.c), one a validation, one cause, named by
+    the call that ran the loop. The fixed twin is clean."""
+    got = _checked_twins(tmp_path, VAL_RUNNING_SUM, False, "steps 40")
+    _, (rc, text) = got["leak"]
+    assert rc == 1, text[:4000]
+    assert re.search(r"\n4 findings from 1 cause ", text), text[:4000]
+    assert re.search(rf"\[outlier\].*\n\s+allocated under <module> \(.*val_running_sum\.py:"
+                     rf"{VAL_CALL}\), through a loop inside it", text), text[:4000]
+    assert re.search(r"kept through a loop: \d+ blocks made at \d+ lines over 20 runs of its "
+                     r"body or more, where each run's would die with it, freed together when it "
+                     r"ended", text), text[:4000]
+    _, (rc, text) = got["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 EVAL_AT_END = os.path.join(HERE, "eval_at_end.py")
 EVAL_LINE = next(i for i, line in enumerate(open(EVAL_AT_END), 1) if "# EVAL_LINE" in line)
 

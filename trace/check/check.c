@@ -378,6 +378,10 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if ((rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER)) && m.nmarks && !m.ntensors)
         if (vt__ck_kept_under_call(&m, &fs) < 0)
             goto fail;
+    /* after it: these name their call already */
+    if (rules & VT_CHECK_RULE_OUTLIER)
+        if (vt__ck_rule_loop_kept(&m, &opt, &fs, r) < 0)
+            goto fail;
     /* Last: one finding per storage, what the others left. */
     if (rules & VT_CHECK_RULE_GROWTH)
         if (vt__ck_rule_growth(&m, &opt, &fs, r) < 0)

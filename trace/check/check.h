@@ -95,6 +95,13 @@
  *   other blocks die within their step, all freed in one later step, a
  *   complete step at least after theirs (an autograd graph kept by a result
  *   and then let go). One finding per such cohort (kept_lines, kept_steps).
+ *   And a loop's allocations kept until it ended (check_loop_kept.c): the
+ *   blocks freed together, with no allocation between, in the step that
+ *   made them, at two lines of Python or more, over four runs or more of one
+ *   line inside the innermost call of the program they share (the
+ *   iterations of a loop: an evaluation summing its losses as tensors keeps
+ *   every batch's graph until the loop ends). One finding per run of
+ *   frees (kept_lines, loop_visits, under_stack the call).
  *   Findings of both rules by call site whose lines are such lines, made
  *   under one call of the program that does not drive the steps (an
  *   evaluation's `model(x)`, not the training loop that makes nine in ten
@@ -370,6 +377,9 @@ typedef struct vt__check_finding {
                                   made at; 0 for a call site's outliers */
     uint32_t kept_steps;       /* the same: marks from the step that made them to the
                                   one that freed them */
+    uint32_t loop_visits;      /* OUTLIER, a loop's allocations kept until it ended
+                                  (check_loop_kept.c): the runs of its body they were
+                                  made over; 0 otherwise */
     uint32_t under_stack;      /* NEVER-FREED and OUTLIER by call site, with marks and no
                                   tensors (check_kept_call.c): the program's call (a stack
                                   node whose frame is the program's) under which this

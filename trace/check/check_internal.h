@@ -152,6 +152,19 @@ typedef struct ck_gop {
     uint8_t op;
 } ck_gop;
 
+/* A run of frees that a loop's blocks made (check_loop_kept.c): the
+ * retired storages keep no record, this does. */
+typedef struct ck_loop {
+    ck_storage big;          /* its largest block, as closed */
+    uint64_t bytes, block_bytes;
+    uint64_t first_seq, first_time;   /* its first block's allocation */
+    uint64_t longest;        /* the longest a block of it was held, ns */
+    double byte_seconds;
+    uint32_t n, lines, visits;
+    uint32_t call;           /* the call of the program they were made under */
+} ck_loop;
+typedef struct ck_loops ck_loops;
+
 typedef struct ck_model {
     const vt__snapshot_data *s;
     struct vt__event_stream *es; /* its events, read once per pass */
@@ -160,6 +173,8 @@ typedef struct ck_model {
     uint8_t keep_records;   /* retire no storage (vt__check_options.keep_records) */
     uint8_t keep_all;       /* retire no storage: asked, or a rule judges every one */
     uint8_t collect_lives;  /* keep the retired lifetimes: OUTLIER runs */
+    uint8_t loop_look;      /* pass 1 judges runs of frees (check_loop_kept.c) */
+    ck_loops *loops;        /* its state and what it found; NULL: not looked */
     ck_storage *st;   size_t nst, capst;   /* after pass 1: the kept storages, by ord */
     size_t nst_all;         /* storages opened, retired ones included */
     uint32_t *free_slots; size_t nfree_slots, capfree_slots;  /* pass 1 */
@@ -412,6 +427,16 @@ vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned ru
 /* OUTLIER's second look, with marks and no tensors: a call's allocations
  * kept together past a complete step (check_kept_call.c). */
 int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings *fs,
+                          vt__check_report *r);
+/* OUTLIER's third look, with marks and no tensors: a loop's allocations
+ * kept until it ended (check_loop_kept.c). Pass 1 calls _freed for each
+ * storage it closes and _boundary where a run of frees ends (an
+ * allocation, a mark, the end); the rule makes the findings. */
+int vt__ck_loops_init(ck_model *m);
+void vt__ck_loops_free(ck_model *m);
+int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack);
+int vt__ck_loop_boundary(ck_model *m);
+int vt__ck_rule_loop_kept(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                           vt__check_report *r);
 /* After NEVER-FREED and OUTLIER, with marks and no tensors: their call-site
  * findings kept under one call of the program name it (under_stack;

@@ -234,18 +234,6 @@ out:
  * makes at the least to drive the steps (per mille). */
 #define DRIVER_PERMILLE 900
 
-/* Frames of the program's own code, memoized per frame (0 unknown, 1 the
- * program's, 2 not). */
-static int is_program(const vt__snapshot_data *s, uint8_t *memo, uint32_t node)
-{
-    uint32_t fr = s->stack_nodes[node].frame;
-    if (fr >= s->nframes)
-        return 0;
-    if (!memo[fr])
-        memo[fr] = vt__frame_is_user_code(s, &s->frames[fr]) ? 1 : 2;
-    return memo[fr] == 1;
-}
-
 static uint32_t parent_of(const vt__snapshot_data *s, uint32_t node)
 {
     return node && node < s->nstack_nodes ? s->stack_nodes[node].parent : 0;
@@ -267,7 +255,7 @@ static int count_blocks(call_counts *cc, const vt__snapshot_data *s, uint8_t *me
     int any = 0;
     for (uint32_t node = stack, k = 0; node && node < s->nstack_nodes && k < s->nstack_nodes;
          node = parent_of(s, node), k++) {
-        if (!is_program(s, memo, node))
+        if (!vt__snapshot_node_is_user(s, node, memo))
             continue;
         any = 1;
         uint64_t path = vt__snapshot_python_path(s, node);
@@ -356,7 +344,7 @@ static int other_line(const vt__snapshot_data *s, uint32_t a, uint32_t b)
 static int called_under(const vt__snapshot_data *s, uint8_t *memo, uint32_t in, uint64_t path)
 {
     for (uint32_t node = parent_of(s, in); node; node = parent_of(s, node))
-        if (is_program(s, memo, node) && vt__snapshot_python_path(s, node) == path)
+        if (vt__snapshot_node_is_user(s, node, memo) && vt__snapshot_python_path(s, node) == path)
             return 1;
     return 0;
 }
@@ -376,7 +364,7 @@ static void name_call(const ck_model *m, uint8_t *memo, ck_findings *fs, const u
         return;   /* one line: its call site's cause already */
     uint32_t call = 0;
     for (uint32_t node = parent_of(s, c[0].user); node && !call; node = parent_of(s, node)) {
-        if (!is_program(s, memo, node))
+        if (!vt__snapshot_node_is_user(s, node, memo))
             continue;
         uint64_t path = vt__snapshot_python_path(s, node);
         size_t k = 1;
@@ -422,7 +410,7 @@ int vt__ck_kept_under_call(ck_model *m, ck_findings *fs)
          * nothing (the calls outside one that drives drive too) */
         uint64_t top = 0;
         for (uint32_t node = parent_of(s, user); node; node = parent_of(s, node)) {
-            if (!is_program(s, memo, node))
+            if (!vt__snapshot_node_is_user(s, node, memo))
                 continue;
             uint64_t path = vt__snapshot_python_path(s, node);
             uint32_t at = vt__u64map_get(&cc.under, path);

@@ -163,6 +163,8 @@ static int close_storage(ck_model *m, uint32_t x, const vt__event *e, uint32_t s
     s->free_stack = stack;
     s->free_thread = e->thread;
     vt__ck_live_remove(m, x);
+    if (m->loops && vt__ck_loop_freed(m, s, stack) < 0)
+        return -ENOMEM;
     return retirable(m, s) ? retire(m, x) : 0;
 }
 
@@ -620,6 +622,8 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
     }
     switch (e->kind) {
     case VT_EV_ALLOC:
+        if (m->loops && vt__ck_loop_boundary(m) < 0)   /* a run of frees ends */
+            return -ENOMEM;
         if (fl->lifetime != VT_TL_NONE && fl->l.alloc_event == i &&
             open_lifetime(m, w, &fl->l, fl->final, fl->lifetime, e, i) < 0)
             return -ENOMEM;
@@ -657,6 +661,8 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
             return -ENOMEM;
         break;
     case VT_EV_MARK:
+        if (m->loops && vt__ck_loop_boundary(m) < 0)
+            return -ENOMEM;
         return add_mark(m, e);
     case VT_EV_PAUSE:
         return vt__ck_push_pause(m, e);
@@ -853,6 +859,7 @@ void vt__ck_model_free(ck_model *m)
     free(m->pause);
     vt__ck_times_free(m->times);
     vt__u64map_free(&m->ids);
+    vt__ck_loops_free(m);
     memset(m, 0, sizeof *m);
 }
 
@@ -873,7 +880,8 @@ static void model_reset(ck_model *m)
     ck_model keep = { .s = m->s, .es = m->es, .err = m->err, .errlen = m->errlen,
                       .rules_asked = m->rules_asked, .keep_records = m->keep_records,
                       .pool_by_time = m->pool_by_time, .nwin = m->nwin, .win_t0 = m->win_t0,
-                      .win_span = m->win_span, .free_time_from = m->free_time_from };
+                      .win_span = m->win_span, .free_time_from = m->free_time_from,
+                      .loop_look = m->loop_look };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -882,7 +890,8 @@ static int build_model(ck_model *m, const vt__timeline *tl)
 {
     walk w = { .tl = tl };
     vt__ck_live_init(m);
-    if (vt__u64map_init(&m->ids, 1024) < 0 || vt__u64map_init(&m->site_of, 64) < 0)
+    if (vt__u64map_init(&m->ids, 1024) < 0 || vt__u64map_init(&m->site_of, 64) < 0 ||
+        (m->loop_look && vt__ck_loops_init(m) < 0))
         return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
     int rc = vt__tl_follow_open(m->s, tl, &w.follow, m->err, m->errlen);
     if (rc == 0 && seed_lifetimes(m, &w) < 0)
@@ -891,6 +900,8 @@ static int build_model(ck_model *m, const vt__timeline *tl)
         rc = vt__errf(m->err, m->errlen, rc, "check: out of memory");
     if (rc == 0)
         rc = walk_events(m, &w);
+    if (rc == 0 && m->loops && vt__ck_loop_boundary(m) < 0)   /* the last run of frees */
+        rc = vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
     if (rc == 0 && m->nevents)
         settle_open_storages(m, &w);
     walk_free(&w);
@@ -923,6 +934,9 @@ int vt__ck_model_build(ck_model *m)
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
+    /* OUTLIER's look for a loop's blocks kept until it ended, as the runs
+     * of frees end (check_loop_kept.c): plain traces with marks */
+    m->loop_look = outlier && nmarks && !tensors;
     /* without marks every free; with them those after the last mark,
      * where NEVER-FREED judges the run's quiet end (vt__ck_quiet_tail) */
     m->free_time_from = nmarks ? tl->marks[nmarks - 1].time_ns : 0;

@@ -127,6 +127,16 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
         snprintf(buf, len, "%s (0x%" PRIx64 ")", *fn ? fn : "??", pick->ip);
 }
 
+/* What a loop's blocks kept until it ended may be (check_loop_kept.c). */
+#define LOOP_KEPT_WHY "the autograd graphs a running sum of its results keeps (`total += loss`" \
+                      " from a forward without torch.no_grad(): use loss.item()), or the" \
+                      " loop's results kept until it ended"
+/* Where `run --track` shows them: its automatic rules judge a tensor's
+ * retention by steps, and these die within theirs. */
+#define LOOP_KEPT_TRACKED "(not recorded: blocks without tensors; on a `vramtrace run" \
+                          " --track` snapshot, `check --rules linger,pinned,tape` lists each" \
+                          " tensor kept)"
+
 #define GROUPS_SHOWN 20
 /* Findings of one cause shown in detail under a --top limit (the rest
  * counted). */
@@ -228,7 +238,13 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
          * sites' blocks; holders are track()'s to find */
         char site[CK_GROUP_KEY_MAX];
         const vt__check_finding *x = &r->findings[g[k].first];
-        if (x->under_stack) {
+        if (x->under_stack && x->loop_visits) {
+            site_of(s, x->under_stack, site, sizeof site);
+            fprintf(f, "     allocated under %s, through a loop inside it: blocks of each run"
+                       " kept until the loop ended\n", site);
+            fprintf(f, "     %s\n     held by: %s\n", LOOP_KEPT_WHY, LOOP_KEPT_TRACKED);
+            continue;
+        } else if (x->under_stack) {
             site_of(s, x->under_stack, site, sizeof site);
             fprintf(f, "     allocated under %s, at %s%zu line%s inside it\n", site,
                     g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines,
@@ -616,6 +632,11 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                     vt__fmt_bytes(x->wasted_bytes, b1),
                     vt__fmt_bytes(x->bytes, b2),
                     vt__fmt_bytes(x->covered_bytes, b3));
+        } else if (x->rule == VT_CHECK_RULE_OUTLIER && x->loop_visits) {
+            fprintf(f, "   kept through a loop: %u blocks made at %u lines over %u runs of its"
+                       " body or more, where each run's would die with it, freed together when"
+                       " it ended, in the step that made them: %s\n", x->nallocs, x->kept_lines,
+                    x->loop_visits, LOOP_KEPT_WHY);
         } else if (x->rule == VT_CHECK_RULE_OUTLIER && x->kept_lines) {
             fprintf(f, "   kept together: %u blocks that one step made at %u lines, whose other"
                        " blocks die within their step, freed together %u steps later: the"
@@ -650,7 +671,7 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         } else {
             fprintf(f, "   never freed, allocated step after step by the same call site\n");
         }
-        if (x->under_stack) {
+        if (x->under_stack && !x->loop_visits) {
             char call[CK_GROUP_KEY_MAX];
             site_of(s, x->under_stack, call, sizeof call);
             fprintf(f, "   kept under one call with other lines' blocks: %s\n", call);
@@ -749,7 +770,9 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 x->rule == VT_CHECK_RULE_LINGER    ? "after last use"
                 : x->rule == VT_CHECK_RULE_CYCLE   ? "after last use, until gc freed it"
                 : x->rule == VT_CHECK_RULE_TAPE    ? "after last use, within its step"
-                : x->rule == VT_CHECK_RULE_OUTLIER ? "longer than its siblings"
+                : x->rule == VT_CHECK_RULE_OUTLIER ? (x->loop_visits ? "since allocation, until the"
+                                                                       " loop ended (longest)"
+                                                     : "longer than its siblings")
                 : x->rule == VT_CHECK_RULE_PINNED  ? "pinned (wasted bytes x time)"
                 : x->rule == VT_CHECK_RULE_GROWTH  ? (x->growth_window_ns
                                                           ? "while growing, from its first judged window"

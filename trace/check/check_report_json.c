@@ -143,11 +143,12 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
                "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
                ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,"
                "\"allocations_before_window\":%u,\"older_alive\":{\"storages\":%u,"
-               "\"bytes\":%" PRIu64 "},\"kept_lines\":%u,\"kept_steps\":%u,\"owner\":",
+               "\"bytes\":%" PRIu64 "},\"kept_lines\":%u,\"kept_steps\":%u,\"loop_visits\":%u,"
+               "\"owner\":",
             sep, vt__check_rule_name(x->rule), x->addr, x->device,
             x->external ? "true" : "false", x->before_window ? "true" : "false",
             x->bytes, x->block_bytes, x->nallocs, x->nbefore_window, x->older_alive,
-            x->older_alive_bytes, x->kept_lines, x->kept_steps);
+            x->older_alive_bytes, x->kept_lines, x->kept_steps, x->loop_visits);
     json_tensor_ref(f, x->owner_id, x->owner_name);
     fprintf(f, ",\"owner_bytes\":%" PRIu64, x->owner_bytes);
     fprintf(f, ",\"tensors\":%u,\"alloc\":{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64

@@ -97,6 +97,18 @@ uint64_t vt__snapshot_python_path(const vt__snapshot_data *s, uint32_t id)
     return h;
 }
 
+bool vt__snapshot_node_is_user(const vt__snapshot_data *s, uint32_t node, uint8_t *memo)
+{
+    uint32_t fr = node < s->nstack_nodes ? s->stack_nodes[node].frame : UINT32_MAX;
+    if (fr >= s->nframes)
+        return false;
+    if (!memo)
+        return vt__frame_is_user_code(s, &s->frames[fr]);
+    if (!memo[fr])
+        memo[fr] = vt__frame_is_user_code(s, &s->frames[fr]) ? 1 : 2;
+    return memo[fr] == 1;
+}
+
 const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id)
 {
     uint32_t node = vt__snapshot_user_node(s, id);

@@ -155,6 +155,10 @@ const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id
 /* The same frame's node in the stack tree (what it and its callers are: a
  * call of the program, shared by every stack made under it); 0: none. */
 uint32_t vt__snapshot_user_node(const vt__snapshot_data *s, uint32_t id);
+/* Whether stack node `node`'s frame is the program's own code
+ * (vt__frame_is_user_code), asked once per frame where memo is given (the
+ * snapshot's nframes bytes, zeroed; NULL: asked each time). */
+bool vt__snapshot_node_is_user(const vt__snapshot_data *s, uint32_t node, uint8_t *memo);
 
 /* Which call stack `id` is, by its Python frames alone (a hash of them,
  * outermost first; the innermost VT_SNAPSHOT_PYTHON_PATH_MAX): the recorder

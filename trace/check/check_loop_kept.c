@@ -1,0 +1,323 @@
+/*
+ * trace/check/check_loop_kept.c - OUTLIER, a loop's allocations kept until
+ * it ended (see check.h, "Rules"): in a trace without tensors, with marks,
+ * the blocks freed together (one run of frees, no allocation between them)
+ * in the step that made them, made at two lines of Python or more over four
+ * runs or more of one call of the program, each run another iteration of a
+ * loop around it. That is what an autograd graph chained through a loop
+ * leaves in the allocator: an evaluation without torch.no_grad() that sums
+ * its losses as a tensor (`total += loss`) keeps every batch's activations
+ * until the sum is dropped when the loop ends, where each batch's would die
+ * with its iteration; the step's peak grows with the number of batches (the
+ * classic out of memory in validation). Freed within their step, the
+ * blocks are short-lived to every other rule: "0 findings" under plain
+ * `run` and under `run --track` before (its tape rule, which sees it, is
+ * opt-in).
+ *
+ * Pass 1 (check_model.c) hands over each storage it closes
+ * (vt__ck_loop_freed) and each allocation, which ends a run of frees
+ * (vt__ck_loop_boundary); a run is judged as it ends, and one that
+ * qualifies is kept as a ck_loop (the retired storages keep no record).
+ *
+ * The iterations are told by the calls of the program the blocks were
+ * made under: the innermost one all of them share (the evaluation's
+ * `validate()` call) and, inside it, the line each block was made under
+ * (`x = next(batches)`, `loss = model(x)`, in turn): a run of blocks under
+ * one line is one visit of it. One forward's graph (its layers, however
+ * many: all under one line of the call that ran the model) is one visit,
+ * and one batch's graph freed at its iteration's end is too. Not one line
+ * of Python (the predictions a loop gathers for a metric, on purpose): two
+ * at least, as in check_kept_call.c; what a loop keeps on purpose is mostly
+ * small, under the floor of minor findings.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_internal.h"
+
+#define LOOP_MIN_VISITS 4     /* runs of one line inside the call */
+#define LOOP_MIN_LINES 2      /* lines of Python the blocks were made at */
+#define LOOP_MAX_HELD 4096    /* blocks of a run of frees looked at, at most */
+#define LOOP_MAX_FRAMES 64    /* frames of the program per stack looked at */
+#define LOOP_MAX_LINES 64     /* lines of Python counted */
+
+typedef struct loop_member {
+    uint64_t alloc_seq, alloc_time, bytes;
+    uint32_t stack;
+} loop_member;
+
+struct ck_loops {
+    /* the run of frees in progress */
+    loop_member *held;
+    size_t nheld, capheld;
+    size_t nmore;               /* members past LOOP_MAX_HELD: counted only */
+    uint64_t more_bytes, more_block_bytes;
+    ck_storage big;             /* its largest member, as closed */
+    uint32_t step;              /* the step it is in (the marks before it) */
+    uint32_t free_stack;        /* its first free's stack */
+    /* what the program's frames are, asked once */
+    uint8_t *user;              /* per frame: vt__snapshot_node_is_user's memo */
+    vt__u64map path_of;         /* stack node -> index into path */
+    uint64_t *path;
+    size_t npath, cappath;
+    /* the runs that qualified */
+    ck_loop *found;
+    size_t nfound, capfound;
+};
+
+int vt__ck_loops_init(ck_model *m)
+{
+    ck_loops *l = calloc(1, sizeof *l);
+    if (!l || !(l->user = calloc(m->s->nframes ? m->s->nframes : 1, 1)) ||
+        vt__u64map_init(&l->path_of, 256) < 0) {
+        if (l)
+            free(l->user);
+        free(l);
+        return -ENOMEM;
+    }
+    m->loops = l;
+    return 0;
+}
+
+void vt__ck_loops_free(ck_model *m)
+{
+    ck_loops *l = m->loops;
+    if (!l)
+        return;
+    free(l->held);
+    free(l->user);
+    vt__u64map_free(&l->path_of);
+    free(l->path);
+    free(l->found);
+    free(l);
+    m->loops = NULL;
+}
+
+int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack)
+{
+    ck_loops *l = m->loops;
+    if (!l || s->device < 0 || s->external || s->implicit || s->before_window)
+        return 0;
+    uint32_t step = (uint32_t)m->nmarks;
+    if (vt__ck_step_of(m, s->alloc_seq) != step || !step)
+        return 0;   /* made in an earlier step (other rules'), or before the first mark */
+    if (!l->nheld && !l->nmore) {
+        l->step = step;
+        l->free_stack = free_stack;
+    }
+    uint64_t bytes = vt__ck_storage_bytes(s);
+    uint64_t big = vt__ck_storage_bytes(&l->big);   /* the largest, the first made of those */
+    if (!(l->nheld + l->nmore) || bytes > big ||
+        (bytes == big && s->alloc_seq < l->big.alloc_seq))
+        l->big = *s;
+    if (l->nheld == LOOP_MAX_HELD) {
+        l->nmore++;
+        l->more_bytes += bytes;
+        l->more_block_bytes += s->size;
+        return 0;
+    }
+    if (CK_GROW(l->held, l->capheld, l->nheld + 1) < 0)
+        return -ENOMEM;
+    l->held[l->nheld++] = (loop_member){ s->alloc_seq, s->alloc_time, bytes, s->alloc_stack };
+    return 0;
+}
+
+/* The call stack node's Python frames as one word (vt__snapshot_python_path),
+ * asked once per node; 0 on ENOMEM (no path is 0 but by chance). */
+static uint64_t path_at(ck_loops *l, const vt__snapshot_data *s, uint32_t node)
+{
+    uint32_t k = vt__u64map_get(&l->path_of, node);
+    if (k != VT__U64MAP_NONE)
+        return l->path[k];
+    if (CK_GROW(l->path, l->cappath, l->npath + 1) < 0 ||
+        vt__u64map_put(&l->path_of, node, (uint32_t)l->npath) < 0)
+        return 0;
+    return l->path[l->npath++] = vt__snapshot_python_path(s, node);
+}
+
+/* Stack's frames of the program, outermost first, into out (at most
+ * LOOP_MAX_FRAMES, the innermost kept); how many. */
+static size_t program_frames(ck_loops *l, const vt__snapshot_data *s, uint32_t stack,
+                             uint32_t *out)
+{
+    uint32_t in[LOOP_MAX_FRAMES];
+    size_t n = 0;
+    for (size_t k = 0; stack && stack < s->nstack_nodes && k < s->nstack_nodes && n < LOOP_MAX_FRAMES;
+         k++, stack = s->stack_nodes[stack].parent)
+        if (vt__snapshot_node_is_user(s, stack, l->user))
+            in[n++] = stack;
+    for (size_t i = 0; i < n; i++)
+        out[i] = in[n - 1 - i];
+    return n;
+}
+
+/* A frame's line as a key: its file's string and its line. */
+static uint64_t line_key(const vt__snapshot_data *s, uint32_t node)
+{
+    const vt__frame *f = &s->frames[s->stack_nodes[node].frame];
+    return (uint64_t)f->file << 32 | f->line;
+}
+
+/* The innermost Python frame of stack's (the program's or a library's), as
+ * line_key; 0 for none. */
+static uint64_t python_line(const vt__snapshot_data *s, uint32_t stack)
+{
+    for (size_t k = 0; stack && stack < s->nstack_nodes && k < s->nstack_nodes;
+         k++, stack = s->stack_nodes[stack].parent) {
+        uint32_t fr = s->stack_nodes[stack].frame;
+        if (fr < s->nframes && s->frames[fr].line && vt__frame_is_python(s, &s->frames[fr]))
+            return line_key(s, stack);
+    }
+    return 0;
+}
+
+static int cmp_member(const void *a, const void *b)
+{
+    const loop_member *x = a, *y = b;
+    return vt__order(x->alloc_seq, y->alloc_seq);
+}
+
+/* Whether the run held (in allocation order) was made by a loop: two lines
+ * of Python or more, and inside the innermost call of the program they all
+ * share, one line visited LOOP_MIN_VISITS times or more. *call: that call's
+ * node; *lines, *visits. 0 no, 1 yes, -ENOMEM. */
+static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, uint32_t *call,
+                          uint32_t *lines, uint32_t *visits)
+{
+    uint64_t seen[LOOP_MAX_LINES];   /* the lines counted, LOOP_MAX_LINES at most */
+    size_t nseen = 0;
+    for (size_t i = 0; i < l->nheld && nseen < LOOP_MAX_LINES; i++) {
+        uint64_t line = python_line(s, l->held[i].stack);
+        size_t k = 0;
+        while (k < nseen && seen[k] != line)
+            k++;
+        if (line && k == nseen)
+            seen[nseen++] = line;
+    }
+    if (nseen < LOOP_MIN_LINES)
+        return 0;
+    /* the innermost call all share: the first member's frames of the
+     * program, as deep as every member's say the same */
+    uint32_t first[LOOP_MAX_FRAMES], fr[LOOP_MAX_FRAMES];
+    size_t depth = program_frames(l, s, l->held[0].stack, first);
+    for (size_t i = 1; i < l->nheld && depth; i++) {
+        size_t n = program_frames(l, s, l->held[i].stack, fr), d = 0;
+        while (d < depth && d < n) {
+            uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
+            if (!a || !b)
+                return -ENOMEM;
+            if (a != b)
+                break;
+            d++;
+        }
+        depth = d;
+    }
+    if (!depth)
+        return 0;
+    /* the line inside it each member was made under, in turn: a run of
+     * one line is a visit of it; the line visited most (a loop's body has
+     * few lines) */
+    uint64_t prev = UINT64_MAX;
+    uint32_t best = 0;
+    uint64_t keys[16];
+    uint32_t nruns[16];
+    size_t nkeys = 0;
+    for (size_t i = 0; i < l->nheld; i++) {
+        size_t n = program_frames(l, s, l->held[i].stack, fr);
+        uint64_t key = n > depth ? line_key(s, fr[depth]) : 0;   /* 0: at the call's own line */
+        if (key == prev)
+            continue;
+        prev = key;
+        size_t k = 0;
+        while (k < nkeys && keys[k] != key)
+            k++;
+        if (k == nkeys) {
+            if (nkeys == 16)
+                continue;   /* a seventeenth line inside one call: not a loop's body */
+            keys[nkeys] = key;
+            nruns[nkeys++] = 0;
+        }
+        if (++nruns[k] > best)
+            best = nruns[k];
+    }
+    *call = first[depth - 1];
+    *lines = (uint32_t)nseen;
+    *visits = best;
+    return best >= LOOP_MIN_VISITS;
+}
+
+/* The run of frees in progress ends: judged, kept where a loop made it. */
+int vt__ck_loop_boundary(ck_model *m)
+{
+    ck_loops *l = m->loops;
+    if (!l || !l->nheld)
+        return 0;
+    int rc = 0;
+    const vt__snapshot_data *s = m->s;
+    /* at least two visits' worth of blocks, freed where Python runs (not
+     * as the interpreter exits) */
+    if (l->nheld >= 2 * LOOP_MIN_VISITS && python_line(s, l->free_stack)) {
+        qsort(l->held, l->nheld, sizeof *l->held, cmp_member);
+        uint32_t call = 0, lines = 0, visits = 0;
+        rc = made_by_a_loop(l, s, &call, &lines, &visits);
+        if (rc == 1) {
+            rc = CK_GROW(l->found, l->capfound, l->nfound + 1);
+            if (rc == 0) {
+                ck_loop *c = &l->found[l->nfound++];
+                *c = (ck_loop){ .big = l->big, .n = (uint32_t)(l->nheld + l->nmore),
+                                .bytes = l->more_bytes, .block_bytes = l->more_block_bytes,
+                                .lines = lines, .visits = visits, .call = call,
+                                .first_seq = l->held[0].alloc_seq,
+                                .first_time = l->held[0].alloc_time };
+                for (size_t i = 0; i < l->nheld; i++) {
+                    c->bytes += l->held[i].bytes;
+                    uint64_t held = c->big.free_time > l->held[i].alloc_time
+                                        ? c->big.free_time - l->held[i].alloc_time : 0;
+                    c->byte_seconds += (double)l->held[i].bytes * ((double)held / 1e9);
+                    if (held > c->longest)
+                        c->longest = held;
+                }
+                c->block_bytes += c->bytes;   /* blocks: at least what was asked */
+            }
+        }
+    }
+    l->nheld = l->nmore = 0;
+    l->more_bytes = l->more_block_bytes = 0;
+    return rc < 0 ? rc : 0;
+}
+
+int vt__ck_rule_loop_kept(ck_model *m, const vt__check_options *opt, ck_findings *fs,
+                          vt__check_report *r)
+{
+    ck_loops *l = m->loops;
+    for (size_t i = 0; l && i < l->nfound; i++) {
+        const ck_loop *c = &l->found[i];
+        if (opt->nignore && vt__ck_site_ignored(m, opt, c->big.alloc_stack, c->big.device)) {
+            r->nignored += c->n;
+            continue;
+        }
+        vt__check_finding *f = vt__ck_add_finding(fs, CK_NONE);
+        if (!f)
+            return -ENOMEM;
+        vt__ck_fill_storage(f, m, &c->big);
+        f->rule = VT_CHECK_RULE_OUTLIER;
+        f->nallocs = c->n;
+        f->bytes = c->bytes;
+        f->block_bytes = c->block_bytes;
+        f->kept_lines = c->lines;
+        f->loop_visits = c->visits;
+        f->under_stack = c->call;
+        f->last_use_seq = f->alloc_seq;
+        f->last_use_time_ns = f->alloc_time_ns;
+        f->last_use_stack = f->alloc_stack;
+        f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
+        f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
+        f->linger_from_seq = c->first_seq;
+        f->linger_from_time_ns = c->first_time;
+        f->linger_ns = c->longest;
+        f->byte_seconds = c->byte_seconds;
+        f->path_seq = UINT64_MAX;
+    }
+    return 0;
+}
