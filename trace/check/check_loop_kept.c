@@ -97,7 +97,9 @@ void vt__ck_loops_free(ck_model *m)
 int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack)
 {
     ck_loops *l = m->loops;
-    if (!l || s->device < 0 || s->external || s->implicit || s->before_window)
+    /* not a storage closed under a new one at its address (no free seen:
+     * no stack), nor host memory */
+    if (!l || !free_stack || s->device < 0 || s->external || s->implicit || s->before_window)
         return 0;
     uint32_t step = (uint32_t)m->nmarks;
     if (vt__ck_step_of(m, s->alloc_seq) != step || !step)

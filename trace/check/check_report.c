@@ -128,9 +128,9 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 }
 
 /* What a loop's blocks kept until it ended may be (check_loop_kept.c). */
-#define LOOP_KEPT_WHY "the autograd graphs a running sum of its results keeps (`total += loss`" \
-                      " from a forward without torch.no_grad(): use loss.item()), or the" \
-                      " loop's results kept until it ended"
+#define LOOP_KEPT_WHY "autograd graphs of forwards run without torch.no_grad(), kept by what" \
+                      " the loop sums or keeps as tensors (`total += loss`: use" \
+                      " loss.item()), or the loop's results kept until it ended"
 /* Where `run --track` shows them: its automatic rules judge a tensor's
  * retention by steps, and these die within theirs. */
 #define LOOP_KEPT_TRACKED "(not recorded: blocks without tensors; on a `vramtrace run" \
