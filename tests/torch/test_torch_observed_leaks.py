@@ -511,7 +511,8 @@ VAL_RUNNING_SUM = os.path.join(HERE, "val_running_sum.py")
 VAL_CALL = next(i for i, line in enumerate(open(VAL_RUNNING_SUM), 1) if "# VAL_CALL" in line)
 
 
-def test_a_validation_summing_its_losses_as_tensors_is_found_without_tensors(tmp_path):
+@pytest.mark.parametrize("track", [False, True], ids=["run", "run_track"])
+def test_a_validation_summing_its_losses_as_tensors_is_found_in_its_blocks(track, tmp_path):
     """Plain run: a validation without no_grad whose losses are summed as a
     tensor keeps every batch's graph until its loop ends (its peak 1.55x
     its fixed twin's here, growing with the batches: the classic out of
@@ -520,8 +521,10 @@ def test_a_validation_summing_its_losses_as_tensors_is_found_without_tensors(tmp
     before. Blocks freed together, made at the model's lines and the
     batch's over 20 runs of the loop's body: an outlier of their own
     (trace/check/check_loop_kept.c), one a validation, one cause, named by
-    the call that ran the loop. The fixed twin is clean."""
-    got = _checked_twins(tmp_path, VAL_RUNNING_SUM, False, "steps 40")
+    the call that ran the loop. Under --track the same, with a tensor kept
+    named (its tensors die within their step, which the tensor rules do not
+    judge: "0 findings" there too before). The fixed twin is clean."""
+    got = _checked_twins(tmp_path, VAL_RUNNING_SUM, track, "steps 40")
     _, (rc, text) = got["leak"]
     assert rc == 1, text[:4000]
     assert re.search(r"\n4 findings from 1 cause ", text), text[:4000]
@@ -530,6 +533,10 @@ def test_a_validation_summing_its_losses_as_tensors_is_found_without_tensors(tmp
     assert re.search(r"kept through a loop: \d+ blocks made at \d+ lines over 20 runs of its "
                      r"body or more, where each run's would die with it, freed together when it "
                      r"ended", text), text[:4000]
+    if track:
+        assert re.search(r"rules: linger,outlier,pinned", text), text[:4000]
+        assert re.search(r"through a loop inside it: .*\n\s+tensor 'loss = model\(x\)", text), \
+            text[:4000]
     _, (rc, text) = got["fixed"]
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 

@@ -300,6 +300,14 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
         rules |= VT_CHECK_RULE_NEVER_FREED;
         m.quiet_only = 1;
     }
+    /* Tensors recorded, and a loop's kept until it ended (check_loop_kept.c:
+     * they die within the step that made them, which no tensor rule
+     * judges): OUTLIER's look for them runs, its others do not. */
+    if (m.ntensors && vt__ck_loops_found(&m) &&
+        (!(opt.rules & VT_CHECK_RULES_ALL) || (rules & VT_CHECK_RULE_OUTLIER))) {
+        m.loop_only = !(rules & VT_CHECK_RULE_OUTLIER);
+        rules |= VT_CHECK_RULE_OUTLIER;
+    }
     /* Without steps, accumulation step after step cannot be told from setup,
      * nor an outlier from a sibling of another phase: the automatic choice
      * says so instead of guessing by time (asked by name, they run on time).
@@ -369,8 +377,9 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if (rules & VT_CHECK_RULE_TAPE)
         if (vt__ck_rule_tape(&m, &opt, &fs, r) < 0)
             goto fail;
-    if (rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER))
-        if (vt__ck_rule_native(&m, &opt, rules, &fs, r) < 0)
+    unsigned native = rules & ~(m.loop_only ? VT_CHECK_RULE_OUTLIER : 0u);
+    if (native & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER))
+        if (vt__ck_rule_native(&m, &opt, native, &fs, r) < 0)
             goto fail;
     if ((rules & VT_CHECK_RULE_OUTLIER) && m.nmarks && !m.ntensors)
         if (vt__ck_rule_kept_call(&m, &opt, &fs, r) < 0)

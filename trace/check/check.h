@@ -95,7 +95,9 @@
  *   other blocks die within their step, all freed in one later step, a
  *   complete step at least after theirs (an autograd graph kept by a result
  *   and then let go). One finding per such cohort (kept_lines, kept_steps).
- *   And a loop's allocations kept until it ended (check_loop_kept.c): the
+ *   And a loop's allocations kept until it ended (check_loop_kept.c; with
+ *   tensors too, where OUTLIER is this look alone, added to the automatic
+ *   rules where it found something): the
  *   blocks freed together, with no allocation between, in the step that
  *   made them, at two lines of Python or more, over four runs or more of one
  *   line inside the innermost call of the program they share (the

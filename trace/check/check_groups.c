@@ -244,7 +244,9 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
      * LSTM's graph kept across batches grows at four of its ops), else per
      * allocation stack (after a third separator, which group_parts drops). */
     int unnamed = !x->owner_name || !*x->owner_name;
-    int by_site = x->rule == VT_CHECK_RULE_GROWTH || unnamed;
+    /* a loop's kept blocks (check_loop_kept.c): by the call that ran the
+     * loop, whatever tensors were on them */
+    int by_site = x->rule == VT_CHECK_RULE_GROWTH || unnamed || x->loop_visits;
     const vt__frame *own = by_site ? vt__snapshot_user_frame(s, x->alloc_stack) : NULL;
     /* Call sites kept under one call of the program (check_kept_call.c):
      * that call's group, its lines those the sites allocated at. */

@@ -207,6 +207,7 @@ typedef struct ck_model {
     uint64_t quiet_from, quiet_gap;
     uint32_t quiet_steps;
     int quiet_only;         /* NEVER-FREED judges the quiet time alone */
+    int loop_only;          /* OUTLIER is its look for a loop's blocks alone (tensors) */
     vt__u64map ids;         /* id -> node (latest NEW) */
     uint32_t root;          /* check_live.c's treap root, CK_NONE */
     uint64_t prio_state;    /* treap priorities: a generator seeded per run */
@@ -436,6 +437,8 @@ int vt__ck_loops_init(ck_model *m);
 void vt__ck_loops_free(ck_model *m);
 int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack);
 int vt__ck_loop_boundary(ck_model *m);
+/* How many runs of frees pass 1 found a loop's blocks in. */
+size_t vt__ck_loops_found(const ck_model *m);
 int vt__ck_rule_loop_kept(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                           vt__check_report *r);
 /* After NEVER-FREED and OUTLIER, with marks and no tensors: their call-site

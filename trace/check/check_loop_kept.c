@@ -125,6 +125,11 @@ int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack)
     return 0;
 }
 
+size_t vt__ck_loops_found(const ck_model *m)
+{
+    return m->loops ? m->loops->nfound : 0;
+}
+
 /* The call stack node's Python frames as one word (vt__snapshot_python_path),
  * asked once per node; 0 on ENOMEM (no path is 0 but by chance). */
 static uint64_t path_at(ck_loops *l, const vt__snapshot_data *s, uint32_t node)

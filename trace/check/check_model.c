@@ -935,8 +935,12 @@ int vt__ck_model_build(ck_model *m)
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
     m->collect_lives = !m->keep_all && outlier;
     /* OUTLIER's look for a loop's blocks kept until it ended, as the runs
-     * of frees end (check_loop_kept.c): plain traces with marks */
-    m->loop_look = outlier && nmarks && !tensors;
+     * of frees end (check_loop_kept.c): with marks; on a trace with tensors
+     * where the rules are chosen or OUTLIER named (check.c adds it to the
+     * tensor rules where it found something: their tensors die within the
+     * step that made them, which the tensor rules do not judge) */
+    m->loop_look = nmarks && (tensors ? !m->rules_asked || (m->rules_asked & VT_CHECK_RULE_OUTLIER)
+                                      : outlier);
     /* without marks every free; with them those after the last mark,
      * where NEVER-FREED judges the run's quiet end (vt__ck_quiet_tail) */
     m->free_time_from = nmarks ? tl->marks[nmarks - 1].time_ns : 0;

@@ -131,11 +131,12 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 #define LOOP_KEPT_WHY "autograd graphs of forwards run without torch.no_grad(), kept by what" \
                       " the loop sums or keeps as tensors (`total += loss`: use" \
                       " loss.item()), or the loop's results kept until it ended"
-/* Where `run --track` shows them: its automatic rules judge a tensor's
- * retention by steps, and these die within theirs. */
-#define LOOP_KEPT_TRACKED "(not recorded: blocks without tensors; on a `vramtrace run" \
-                          " --track` snapshot, `check --rules linger,pinned,tape` lists each" \
-                          " tensor kept)"
+/* Their holder: not in a trace without tensors; under track() gone with
+ * the loop, before a walk could reach them (walks run at marks and
+ * ticks). */
+#define LOOP_KEPT_TRACKED "(not recorded: `vramtrace run --track` names the tensors)"
+#define LOOP_KEPT_HOLDER "(not recorded: the loop's end let them go before a walk reached" \
+                         " them; the tensors above are the ones kept)"
 
 #define GROUPS_SHOWN 20
 /* Findings of one cause shown in detail under a --top limit (the rest
@@ -212,6 +213,19 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                     x->growth_window_ns ? "through the run" : "step over step", site);
             continue;
         }
+        const vt__check_finding *x0 = &r->findings[g[k].first];
+        if (x0->loop_visits && x0->under_stack) {
+            /* a loop's blocks kept until it ended (check_loop_kept.c) */
+            char site[CK_GROUP_KEY_MAX];
+            site_of(s, x0->under_stack, site, sizeof site);
+            fprintf(f, "     allocated under %s, through a loop inside it: blocks of each run"
+                       " kept until the loop ended\n", site);
+            if (*owner)
+                fprintf(f, "     tensor '%s', and those of other lines\n", owner);
+            fprintf(f, "     %s\n     held by: %s\n", LOOP_KEPT_WHY,
+                    r->ntensors ? LOOP_KEPT_HOLDER : LOOP_KEPT_TRACKED);
+            continue;
+        }
         if (*owner) {
             /* one holder or autograd graph kept alive: its tensors, of every line */
             if (g[k].nlines > 1)
@@ -238,13 +252,7 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
          * sites' blocks; holders are track()'s to find */
         char site[CK_GROUP_KEY_MAX];
         const vt__check_finding *x = &r->findings[g[k].first];
-        if (x->under_stack && x->loop_visits) {
-            site_of(s, x->under_stack, site, sizeof site);
-            fprintf(f, "     allocated under %s, through a loop inside it: blocks of each run"
-                       " kept until the loop ended\n", site);
-            fprintf(f, "     %s\n     held by: %s\n", LOOP_KEPT_WHY, LOOP_KEPT_TRACKED);
-            continue;
-        } else if (x->under_stack) {
+        if (x->under_stack) {
             site_of(s, x->under_stack, site, sizeof site);
             fprintf(f, "     allocated under %s, at %s%zu line%s inside it\n", site,
                     g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines,
