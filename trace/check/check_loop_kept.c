@@ -1,7 +1,7 @@
 /*
  * trace/check/check_loop_kept.c - OUTLIER, a loop's allocations kept until
- * it ended (see check.h, "Rules"): in a trace without tensors, with marks,
- * the blocks freed together (one run of frees, no allocation between them)
+ * it ended (see check.h, "Rules"): in a trace with marks, the blocks freed
+ * together (one run of frees, no allocation between them)
  * in the step that made them, made at two lines of Python or more over four
  * runs or more of one call of the program, each run another iteration of a
  * loop around it. That is what an autograd graph chained through a loop
@@ -12,7 +12,10 @@
  * classic out of memory in validation). Freed within their step, the
  * blocks are short-lived to every other rule: "0 findings" under plain
  * `run` and under `run --track` before (its tape rule, which sees it, is
- * opt-in).
+ * opt-in). With tensors the same blocks are judged (the look runs where the
+ * rules are chosen or OUTLIER is named; check.c adds OUTLIER, this look
+ * alone, where it found something), and the finding names a tensor on
+ * them; what held them is gone with the loop, before a walk reached it.
  *
  * Pass 1 (check_model.c) hands over each storage it closes
  * (vt__ck_loop_freed) and each allocation, which ends a run of frees
