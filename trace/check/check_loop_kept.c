@@ -46,7 +46,7 @@
 #define LOOP_MAX_LINES 64     /* lines of Python counted */
 
 typedef struct loop_member {
-    uint64_t alloc_seq, alloc_time, bytes;
+    uint64_t alloc_seq, alloc_time, bytes, size;
     uint32_t stack;
 } loop_member;
 
@@ -57,7 +57,6 @@ struct ck_loops {
     size_t nmore;               /* members past LOOP_MAX_HELD: counted only */
     uint64_t more_bytes, more_block_bytes;
     ck_storage big;             /* its largest member, as closed */
-    uint32_t step;              /* the step it is in (the marks before it) */
     uint32_t free_stack;        /* its first free's stack */
     /* what the program's frames are, asked once */
     uint8_t *user;              /* per frame: vt__snapshot_node_is_user's memo */
@@ -107,10 +106,8 @@ int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack)
     uint32_t step = (uint32_t)m->nmarks;
     if (vt__ck_step_of(m, s->alloc_seq) != step || !step)
         return 0;   /* made in an earlier step (other rules'), or before the first mark */
-    if (!l->nheld && !l->nmore) {
-        l->step = step;
-        l->free_stack = free_stack;
-    }
+    if (!l->nheld && !l->nmore)
+        l->free_stack = free_stack;   /* its marks end a run: all in one step */
     uint64_t bytes = vt__ck_storage_bytes(s);
     uint64_t big = vt__ck_storage_bytes(&l->big);   /* the largest, the first made of those */
     if (!(l->nheld + l->nmore) || bytes > big ||
@@ -124,7 +121,8 @@ int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack)
     }
     if (CK_GROW(l->held, l->capheld, l->nheld + 1) < 0)
         return -ENOMEM;
-    l->held[l->nheld++] = (loop_member){ s->alloc_seq, s->alloc_time, bytes, s->alloc_stack };
+    l->held[l->nheld++] = (loop_member){ s->alloc_seq, s->alloc_time, bytes, s->size,
+                                         s->alloc_stack };
     return 0;
 }
 
@@ -282,13 +280,13 @@ int vt__ck_loop_boundary(ck_model *m)
                                 .first_time = l->held[0].alloc_time };
                 for (size_t i = 0; i < l->nheld; i++) {
                     c->bytes += l->held[i].bytes;
+                    c->block_bytes += l->held[i].size;
                     uint64_t held = c->big.free_time > l->held[i].alloc_time
                                         ? c->big.free_time - l->held[i].alloc_time : 0;
                     c->byte_seconds += (double)l->held[i].bytes * ((double)held / 1e9);
                     if (held > c->longest)
                         c->longest = held;
                 }
-                c->block_bytes += c->bytes;   /* blocks: at least what was asked */
             }
         }
     }
