@@ -787,7 +787,6 @@ TEST(a_loops_allocations_kept_until_it_ended_are_an_outlier_without_tensors)
     vt__check_report_free(r);
     synth_fini(&y);
 
-    /* every iteration's run of frees one finding's: the same call, one cause */
     struct { int iters, layers, chained; } clean[] = {
         { 5, 1, 0 },   /* freed iteration by iteration */
         { 1, 6, 1 },   /* one forward's graph: 13 blocks, one visit */

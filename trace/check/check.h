@@ -278,8 +278,10 @@ enum vt__check_rule {
     VT_CHECK_RULE_GROWTH = 1u << 6,      /* a call site's live bytes grow step over step */
 };
 #define VT_CHECK_RULES_AUTO 0u    /* LINGER + PINNED if the snapshot has tensors (+ CYCLE
-                                     when it recorded a garbage collection), else the
-                                     native rules; + GROWTH with enough marks */
+                                     when it recorded a garbage collection, + OUTLIER's
+                                     loop look alone where it found a loop's kept
+                                     blocks), else the native rules; + GROWTH with
+                                     enough marks */
 #define VT_CHECK_RULES_ALL 127u
 
 /* How the grace of the LINGER rule is decided. */
