@@ -48,21 +48,7 @@
 #define KEPT_MIN_LINES 2      /* lines of Python in one cohort */
 #define KEPT_MIN_SIBLINGS 2   /* a line's blocks that died within their step */
 
-/* The line a stack allocated at, as a key: its innermost Python frame's
- * (its file's string, its line), the program's or a library's: a model
- * built of torch's modules (nn.Sequential of Linear and ReLU) allocates at
- * their lines, under one line of the program; 0: none (a native stack). */
-static uint64_t line_of(const vt__snapshot_data *s, uint32_t stack)
-{
-    const vt__frame *fr[64];
-    size_t n = vt__snapshot_stack_frames(s, stack, fr, 64);
-    for (size_t i = 0; i < n && i < 64; i++)
-        if (fr[i]->line && vt__frame_is_python(s, fr[i]))
-            return ((uint64_t)fr[i]->file << 32) | fr[i]->line;
-    return 0;
-}
-
-/* line_of once per stack: the window's storages share few stacks. */
+/* vt__snapshot_python_line once per stack: the window's storages share few stacks. */
 typedef struct line_memo {
     const vt__snapshot_data *s;
     vt__u64map of_stack;   /* stack -> index into line */
@@ -70,7 +56,7 @@ typedef struct line_memo {
     size_t n, cap;
 } line_memo;
 
-/* line_of(stack) into *line: 0, or -ENOMEM. */
+/* vt__snapshot_python_line(stack) into *line: 0, or -ENOMEM. */
 static int memo_line(line_memo *lm, uint32_t stack, uint64_t *line)
 {
     uint32_t k = vt__u64map_get(&lm->of_stack, stack);
@@ -88,7 +74,7 @@ static int memo_line(line_memo *lm, uint32_t stack, uint64_t *line)
     }
     if (vt__u64map_put(&lm->of_stack, stack, (uint32_t)lm->n) < 0)
         return -ENOMEM;
-    *line = lm->line[lm->n++] = line_of(lm->s, stack);
+    *line = lm->line[lm->n++] = vt__snapshot_python_line(lm->s, stack);
     return 0;
 }
 

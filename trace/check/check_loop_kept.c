@@ -167,19 +167,6 @@ static uint64_t line_key(const vt__snapshot_data *s, uint32_t node)
     return (uint64_t)f->file << 32 | f->line;
 }
 
-/* The innermost Python frame of stack's (the program's or a library's), as
- * line_key; 0 for none. */
-static uint64_t python_line(const vt__snapshot_data *s, uint32_t stack)
-{
-    for (size_t k = 0; stack && stack < s->nstack_nodes && k < s->nstack_nodes;
-         k++, stack = s->stack_nodes[stack].parent) {
-        uint32_t fr = s->stack_nodes[stack].frame;
-        if (fr < s->nframes && s->frames[fr].line && vt__frame_is_python(s, &s->frames[fr]))
-            return line_key(s, stack);
-    }
-    return 0;
-}
-
 static int cmp_member(const void *a, const void *b)
 {
     const loop_member *x = a, *y = b;
@@ -196,7 +183,7 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, uint32_t *cal
     uint64_t seen[LOOP_MAX_LINES];   /* the lines counted, LOOP_MAX_LINES at most */
     size_t nseen = 0;
     for (size_t i = 0; i < l->nheld && nseen < LOOP_MAX_LINES; i++) {
-        uint64_t line = python_line(s, l->held[i].stack);
+        uint64_t line = vt__snapshot_python_line(s, l->held[i].stack);
         size_t k = 0;
         while (k < nseen && seen[k] != line)
             k++;
@@ -265,7 +252,7 @@ int vt__ck_loop_boundary(ck_model *m)
     const vt__snapshot_data *s = m->s;
     /* at least two visits' worth of blocks, freed where Python runs (not
      * as the interpreter exits) */
-    if (l->nheld >= 2 * LOOP_MIN_VISITS && python_line(s, l->free_stack)) {
+    if (l->nheld >= 2 * LOOP_MIN_VISITS && vt__snapshot_python_line(s, l->free_stack)) {
         qsort(l->held, l->nheld, sizeof *l->held, cmp_member);
         uint32_t call = 0, lines = 0, visits = 0;
         rc = made_by_a_loop(l, s, &call, &lines, &visits);

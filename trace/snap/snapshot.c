@@ -109,6 +109,19 @@ bool vt__snapshot_node_is_user(const vt__snapshot_data *s, uint32_t node, uint8_
     return memo[fr] == 1;
 }
 
+uint64_t vt__snapshot_python_line(const vt__snapshot_data *s, uint32_t id)
+{
+    for (size_t steps = 0; s && id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes;
+         steps++) {
+        const vt__stack_node *node = &s->stack_nodes[id];
+        const vt__frame *f = node->frame < s->nframes ? &s->frames[node->frame] : NULL;
+        if (f && f->line && vt__frame_is_python(s, f))
+            return (uint64_t)f->file << 32 | f->line;
+        id = node->parent;
+    }
+    return 0;
+}
+
 const vt__frame *vt__snapshot_user_frame(const vt__snapshot_data *s, uint32_t id)
 {
     uint32_t node = vt__snapshot_user_node(s, id);

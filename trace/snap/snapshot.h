@@ -160,6 +160,11 @@ uint32_t vt__snapshot_user_node(const vt__snapshot_data *s, uint32_t id);
  * snapshot's nframes bytes, zeroed; NULL: asked each time). */
 bool vt__snapshot_node_is_user(const vt__snapshot_data *s, uint32_t node, uint8_t *memo);
 
+/* The line stack `id` allocated at, as a key (its file's string << 32 |
+ * its line): its innermost Python frame's, the program's or a library's
+ * (a model of torch's modules allocates at their lines); 0: none. */
+uint64_t vt__snapshot_python_line(const vt__snapshot_data *s, uint32_t id);
+
 /* Which call stack `id` is, by its Python frames alone (a hash of them,
  * outermost first; the innermost VT_SNAPSHOT_PYTHON_PATH_MAX): the recorder
  * keeps a stack's innermost native frames, so one call of the program has
