@@ -134,6 +134,21 @@ void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_stora
     }
 }
 
+void vt__ck_fill_blocks_held(vt__check_finding *f, const ck_model *m, uint64_t from_seq,
+                             uint64_t from_time, uint64_t linger_ns, double byte_seconds)
+{
+    f->last_use_seq = f->alloc_seq;
+    f->last_use_time_ns = f->alloc_time_ns;
+    f->last_use_stack = f->alloc_stack;
+    f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
+    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
+    f->linger_from_seq = from_seq;
+    f->linger_from_time_ns = from_time;
+    f->linger_ns = linger_ns;
+    f->byte_seconds = byte_seconds;
+    f->path_seq = UINT64_MAX;
+}
+
 void vt__ck_fill_last_use(vt__check_finding *f, const ck_model *m, const ck_use *last)
 {
     VT__CK_COPY_LAST_USE(f, last);

@@ -377,6 +377,11 @@ uint64_t vt__ck_storage_bytes(const ck_storage *st);
     } while (0)
 /* The storage's fields of a finding (address, sizes, lifetime, owner). */
 void vt__ck_fill_storage(vt__check_finding *f, const ck_model *m, const ck_storage *st);
+/* A finding of blocks no use was recorded for (the native rules'): its last
+ * use is its allocation, held from (from_seq, from_time), linger_ns the
+ * longest of them; no holder paths looked for. */
+void vt__ck_fill_blocks_held(vt__check_finding *f, const ck_model *m, uint64_t from_seq,
+                             uint64_t from_time, uint64_t linger_ns, double byte_seconds);
 /* The last-use fields of a finding (when, where, which tensor, its step). */
 void vt__ck_fill_last_use(vt__check_finding *f, const ck_model *m, const ck_use *last);
 /* Opens a finding of `rule` on storage sti, last used at `last`: its storage

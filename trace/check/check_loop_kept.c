@@ -303,16 +303,7 @@ int vt__ck_rule_loop_kept(ck_model *m, const vt__check_options *opt, ck_findings
         f->kept_lines = c->lines;
         f->loop_visits = c->visits;
         f->under_stack = c->call;
-        f->last_use_seq = f->alloc_seq;
-        f->last_use_time_ns = f->alloc_time_ns;
-        f->last_use_stack = f->alloc_stack;
-        f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
-        f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
-        f->linger_from_seq = c->first_seq;
-        f->linger_from_time_ns = c->first_time;
-        f->linger_ns = c->longest;
-        f->byte_seconds = c->byte_seconds;
-        f->path_seq = UINT64_MAX;
+        vt__ck_fill_blocks_held(f, m, c->first_seq, c->first_time, c->longest, c->byte_seconds);
     }
     return 0;
 }

@@ -82,16 +82,7 @@ vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned ru
     }
     if (!f->freed)
         f->free_seq = f->free_time_ns = f->free_stack = 0;
-    f->last_use_seq = f->alloc_seq;
-    f->last_use_time_ns = f->alloc_time_ns;
-    f->last_use_stack = f->alloc_stack;
-    f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
-    f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
-    f->linger_from_seq = from_seq;
-    f->linger_from_time_ns = from_time;
-    f->linger_ns = maxlinger;
-    f->byte_seconds = bs;
-    f->path_seq = UINT64_MAX;
+    vt__ck_fill_blocks_held(f, m, from_seq, from_time, maxlinger, bs);
     return f;
 }
 
