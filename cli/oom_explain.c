@@ -313,9 +313,10 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
     size_t k = r->event;
     bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
     site_key *keys = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *keys);
-    vt__u64map by_addr = { 0 }, names = { 0 };
+    vt__u64map by_addr = { 0 }, owner = { 0 }, tids = { 0 };
     int rc = -ENOMEM;
-    if (!keys || vt__u64map_init(&by_addr, 1024) || vt__u64map_init(&names, 64))
+    if (!keys || vt__u64map_init(&by_addr, 1024) || vt__u64map_init(&owner, 64)
+        || vt__u64map_init(&tids, 64))
         goto out;
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
@@ -332,15 +333,23 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
         r->alive_bytes += l->size;
         r->alive_count++;
     }
-    /* track()'s names of the tensors that own them (the latest before the
-     * OOM), and the checker's findings about them */
+    /* track()'s names of the tensors that own them (the latest made on
+     * each before the OOM, as it was called at the OOM: a parameter first
+     * seen by the line that used it is renamed after its model at a mark),
+     * and the checker's findings about them */
     for (size_t i = 0; i < k && i < s->nevents; i++) {
         const vt__event *e = &s->events[i];
+        if (e->kind == VT_EV_TENSOR_NAME && e->str && vt__u64map_get(&tids, e->aux) != VT__U64MAP_NONE) {
+            if (vt__u64map_put(&tids, e->aux, e->str))
+                goto out;
+            continue;
+        }
         if (e->kind != VT_EV_TENSOR_NEW || VT_TENSOR_BASE(e->aux2) || !e->str)
             continue;
         uint32_t x = vt__u64map_get(&by_addr, e->addr);
         if (x != VT__U64MAP_NONE && e->seq > tl->lifetimes[keys[x].lt].alloc_seq
-            && vt__u64map_put(&names, e->addr, e->str))
+            && (vt__u64map_put(&owner, e->addr, (uint32_t)e->aux)
+                || vt__u64map_put(&tids, e->aux, e->str)))
             goto out;
     }
     if (r->check)
@@ -362,7 +371,8 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
     for (size_t i = 0; i < n;) {
         vt__oom_site *st = &r->sites[r->nsites++];
         st->frame = keys[i].frame;
-        uint32_t name = vt__u64map_get(&names, tl->lifetimes[keys[i].lt].addr);
+        uint32_t tid = vt__u64map_get(&owner, tl->lifetimes[keys[i].lt].addr);
+        uint32_t name = tid == VT__U64MAP_NONE ? VT__U64MAP_NONE : vt__u64map_get(&tids, tid);
         st->tensor = name == VT__U64MAP_NONE ? 0 : name;
         size_t j = i;
         for (; j < n && keys[j].key == keys[i].key; j++) {
@@ -384,7 +394,8 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
 out:
     free(keys);
     vt__u64map_free(&by_addr);
-    vt__u64map_free(&names);
+    vt__u64map_free(&owner);
+    vt__u64map_free(&tids);
     return rc;
 }
 

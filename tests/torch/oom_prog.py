@@ -18,6 +18,10 @@
     python oom_prog.py big     more live tensors than the device holds
                                (nothing but a bigger device fits), after a
                                matrix product (cuBLAS's own workspace)
+    python oom_prog.py weights a model made on the device, trained a few
+                               steps, then a request the device cannot hold
+                               (its weights are named as the model knows
+                               them)
     python oom_prog.py late    a training loop of 300 small steps whose first
                                five keep 20 MiB each, then a request the rest
                                of the device cannot hold (more events than a
@@ -101,6 +105,17 @@ def big() -> None:
     print("live", a.numel() + b.numel())
 
 
+def weights() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024, device="cuda"), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 8, device="cuda"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        model(torch.randn(16, 1024, device="cuda")).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    torch.empty(400 * MIB, dtype=torch.uint8, device="cuda")
+
+
 def late() -> None:
     w = torch.nn.Parameter(torch.ones(256, 256, device="cuda"))
     opt = torch.optim.SGD([w], lr=0.1)
@@ -127,7 +142,7 @@ if __name__ == "__main__":
         torch.cuda.memory._record_memory_history(max_entries=100000)
     try:
         {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
-         "first_step": first_step, "late": late}[sys.argv[1]]()
+         "first_step": first_step, "late": late, "weights": weights}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

@@ -201,6 +201,23 @@ def test_nothing_but_a_bigger_device_fits(tmp_path):
     assert "tried, would not fit:" in text, text
 
 
+def test_the_weights_alive_at_an_oom_are_named_as_their_model_knows_them(tmp_path):
+    """A model made on the device: its weights are first seen by the line
+    that used them (`parameter, first used by ...`) and renamed after the
+    model at the first optimizer step's mark. The OOM's lines name them by
+    what they are called at the OOM. Before: by their first sight's name
+    (found on Hugging Face's Trainer, whose model is moved to the device
+    inside `Trainer(...)`: "parameter, first used by \"model =
+    GPT2LMHeadModel(cfg)\"" where the weights were called
+    GPT2LMHeadModel.transformer.wte.weight)."""
+    snap, _ = recorded_oom(tmp_path, "weights", "--track")
+    lines = oom_json(snap)["alive"]["lines"]
+    named = [ln["tensor"] or "" for ln in lines]
+    assert "Sequential.0.weight" in named, lines
+    assert not any(n.startswith("parameter") for n in named), lines
+    assert "tensor 'Sequential.0.weight'" in vramtrace.oom_text(snap)
+
+
 def test_an_oom_after_the_ring_overwrote_the_start_is_explained_as_the_whole_run_is(tmp_path):
     """oom_prog.py late under a 1024-event ring: what the first steps kept
     (and the weights) was allocated before the window. The replay makes what
