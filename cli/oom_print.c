@@ -31,6 +31,31 @@ static void site_text(FILE *f, const vt__snapshot_data *s, const vt__frame *fr)
         fputs("<no stack recorded>", f);
 }
 
+/* The libraries' lines under a line of the program that made its
+ * allocations: what a framework it called (a Trainer's evaluation loop)
+ * keeps, where the program's line alone says only `trainer.evaluate()`. */
+static void inside_text(FILE *f, const vt__snapshot_data *s, const vt__oom_site *st)
+{
+    char b1[32];
+    if (!st->ninside)
+        return;
+    fputs("                    made inside it by the libraries' lines:\n", f);
+    for (uint32_t i = 0; i < st->ninside && i < VT__OOM_INSIDE_SHOWN; i++) {
+        fprintf(f, "                    %10s %5u  ", vt__fmt_bytes(st->inside[i].bytes, b1),
+                st->inside[i].count);
+        if (st->inside[i].workspace) {
+            fputs(vt__snapshot_string(s, st->inside[i].frame->function), f);
+            fputs(" (a library's own workspace, kept and reused by design)", f);
+        } else {
+            site_text(f, s, st->inside[i].frame);
+        }
+        fputc('\n', f);
+    }
+    if (st->ninside > VT__OOM_INSIDE_SHOWN)
+        fprintf(f, "                    ... %u more line%s\n", st->ninside - VT__OOM_INSIDE_SHOWN,
+                st->ninside - VT__OOM_INSIDE_SHOWN == 1 ? "" : "s");
+}
+
 /* What to set, as the program would set it. */
 static void fix_text(FILE *f, const vt__oom_report *r, const vt__oom_fix *x)
 {
@@ -272,6 +297,7 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
         } else if (st->site_finding) {
             site_finding_line(f, st->site_finding, !r->check->nmarks);
         }
+        inside_text(f, s, st);
     }
     if (r->nsites > SITES_SHOWN)
         fprintf(f, "  ... %zu more lines\n", r->nsites - SITES_SHOWN);
@@ -407,6 +433,15 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
             vt__json_str(f, vt__snapshot_string(s, st->tensor));
         else
             fputs("null", f);
+        fputs(", \"inside\": [", f);
+        for (uint32_t k = 0; k < st->ninside && k < VT__OOM_INSIDE_SHOWN; k++) {
+            fprintf(f, "%s{\"line\": ", k ? ", " : "");
+            vt__report_frame_json(f, s, st->inside[k].frame);
+            fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %u, \"workspace\": %s}",
+                    st->inside[k].bytes, st->inside[k].count,
+                    st->inside[k].workspace ? "true" : "false");
+        }
+        fprintf(f, "], \"inside_lines\": %u", st->ninside);
         fprintf(f, ", \"flagged\": %u, \"flagged_bytes\": %" PRIu64 ", \"held_by\": ",
                 st->flagged, st->flagged_bytes);
         if (st->finding && st->finding->npaths) {

@@ -243,6 +243,19 @@ const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
     return n ? fr[0] : NULL;
 }
 
+const vt__frame *vt__report_library_frame(const vt__snapshot_data *s, uint32_t id)
+{
+    const vt__frame *fr[256];
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
+    for (size_t i = 0; i < n && i < 256; i++) {
+        if (vt__frame_is_user_code(s, fr[i]))
+            return NULL;
+        if (vt__frame_is_library_code(s, fr[i]) && vt__frame_fold(s, fr[i]) == VT_FOLD_NEVER)
+            return vt__snapshot_user_frame(s, id) ? fr[i] : NULL;
+    }
+    return NULL;
+}
+
 #define SOURCE_TEXT_MAX 60   /* characters of a source line in a site's name */
 
 /* The last Python source read, whole: compare names many sites of one file,

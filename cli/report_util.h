@@ -107,6 +107,14 @@ bool vt__report_frame_folded(const vt__snapshot_data *s, const vt__frame *f, boo
  * wrappers); the innermost frame when all are; NULL for an empty stack. */
 const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id);
 
+/* The line of a library (vt__frame_is_library_code) that made stack `id`'s
+ * allocation under the program's own line (vt__snapshot_user_frame): the
+ * innermost such frame between the two. What a framework did under the one
+ * line of the program that called it (`trainer.evaluate()` ->
+ * transformers' torch_pad_and_concatenate); NULL where the program's line
+ * calls torch directly, or the stack has no line of the program. */
+const vt__frame *vt__report_library_frame(const vt__snapshot_data *s, uint32_t id);
+
 /* A site's short name, one line, as compare lists sites across ranks: the
  * Python source line as the file reads now with the file's base name,
  * "recv = torch.empty(n) (stage.py:41)", where it can be read; else

@@ -22,6 +22,10 @@
                                steps, then a request the device cannot hold
                                (its weights are named as the model knows
                                them)
+    python oom_prog.py evaluate  a framework's evaluation loop (an installed
+                               library's: site-packages/minitrainer.py) that
+                               concatenates every batch's predictions on the
+                               device, as transformers' Trainer does
     python oom_prog.py late    a training loop of 300 small steps whose first
                                five keep 20 MiB each, then a request the rest
                                of the device cannot hold (more events than a
@@ -116,6 +120,16 @@ def weights() -> None:
     torch.empty(400 * MIB, dtype=torch.uint8, device="cuda")
 
 
+def evaluate() -> None:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
+    import minitrainer
+
+    model = torch.nn.Linear(256, 4096, device="cuda")
+    batches = (torch.randn(512, 256, device="cuda") for _ in range(100))
+    preds = minitrainer.evaluate(model, batches)   # EVALUATE_LINE
+    print("predictions", preds.shape)
+
+
 def late() -> None:
     w = torch.nn.Parameter(torch.ones(256, 256, device="cuda"))
     opt = torch.optim.SGD([w], lr=0.1)
@@ -142,7 +156,8 @@ if __name__ == "__main__":
         torch.cuda.memory._record_memory_history(max_entries=100000)
     try:
         {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
-         "first_step": first_step, "late": late, "weights": weights}[sys.argv[1]]()
+         "first_step": first_step, "late": late, "weights": weights,
+         "evaluate": evaluate}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

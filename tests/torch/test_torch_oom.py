@@ -218,6 +218,40 @@ def test_the_weights_alive_at_an_oom_are_named_as_their_model_knows_them(tmp_pat
     assert "tensor 'Sequential.0.weight'" in vramtrace.oom_text(snap)
 
 
+def test_what_a_framework_made_under_the_programs_line_is_named_by_the_frameworks_lines(tmp_path):
+    """A framework's evaluation loop (an installed library's lines: the
+    folder is site-packages) concatenates every batch's predictions on the
+    device until it runs out. The program's line says only
+    `minitrainer.evaluate(...)`; under it, the OOM names the library's
+    lines that made what was alive, the largest first, and the matrix
+    product's cuBLAS workspace as a library's own. Found on Hugging Face's
+    Trainer.evaluate() without eval_accumulation_steps: 134 MiB alive at
+    `print(tr.evaluate())`, and nothing said it was transformers'
+    torch_pad_and_concatenate's."""
+    snap, _ = recorded_oom(tmp_path, "evaluate")
+    line = next(i for i, t in enumerate(open(PROG), 1) if "# EVALUATE_LINE" in t)
+    lib = os.path.join(HERE, "site-packages", "minitrainer.py")
+    concat = next(i for i, t in enumerate(open(lib), 1) if "# CONCAT_LINE" in t)
+    top = oom_json(snap)["alive"]["lines"][0]
+    assert f"oom_prog.py:{line}" in top["line"], top
+    inside = top["inside"]
+    assert f"minitrainer.py:{concat}" in inside[0]["line"] and not inside[0]["workspace"], inside
+    assert inside[0]["bytes"] >= top["bytes"] // 2, inside
+    # the first matrix product's cuBLASLt workspace, in PyTorch's cache
+    ws = [x for x in inside if x["workspace"]]
+    assert len(ws) == 1 and "Workspace" in ws[0]["line"] and ws[0]["bytes"] == 32 * MIB, inside
+    # none of the program's own lines is said to be a library's
+    assert all("oom_prog.py" not in x["line"] for x in inside), inside
+    assert sum(x["bytes"] for x in inside) <= top["bytes"], (inside, top)
+    text = vramtrace.oom_text(snap)
+    assert "made inside it by the libraries' lines:" in text, text
+    assert f"minitrainer.py:{concat}" in text, text
+    # a program calling torch alone has no such lines
+    snap2, _ = recorded_oom(tmp_path, "leak")
+    assert all(not ln["inside"] for ln in oom_json(snap2)["alive"]["lines"]), snap2
+    assert "made inside it" not in vramtrace.oom_text(snap2)
+
+
 def test_an_oom_after_the_ring_overwrote_the_start_is_explained_as_the_whole_run_is(tmp_path):
     """oom_prog.py late under a 1024-event ring: what the first steps kept
     (and the weights) was allocated before the window. The replay makes what

@@ -52,4 +52,13 @@ static inline bool vt__source_is_programs(const char *file)
     return !(std && strchr(std + 11, '/'));
 }
 
+/* Whether `file` is torch's own Python (its package under site-packages or
+ * dist-packages, or a torch/ folder of an installed tree: PyTorch built
+ * from source and installed with --target): its modules and functional
+ * are what every model's lines call, not a framework's own lines. */
+static inline bool vt__source_is_torchs(const char *file)
+{
+    return file && (strstr(file, "-packages/torch/") || strstr(file, "-packages/functorch/"));
+}
+
 #endif /* VT_COMMON_USER_CODE_H */

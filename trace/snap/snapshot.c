@@ -33,6 +33,18 @@ bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f)
     return vt__source_is_programs(vt__snapshot_string(s, f->file));
 }
 
+bool vt__frame_is_library_code(const vt__snapshot_data *s, const vt__frame *f)
+{
+    if (f->ip != 0 || strcmp(vt__snapshot_string(s, f->module), "python") != 0)
+        return false;
+    const char *file = vt__snapshot_string(s, f->file);
+    if (vt__source_is_torchs(file) || strstr(file, "/vramtrace/"))
+        return false;
+    if (f->flags & VT_FRAME_INSTALLED)
+        return !strstr(file, "/torch/");
+    return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/");
+}
+
 const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index)
 {
     if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)

@@ -189,6 +189,14 @@ uint32_t vt__frame_def_line(const vt__snapshot_data *s, const vt__frame *f);
  * with the innermost such frame: the line the user wrote. */
 bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f);
 
+/* A Python frame of a library the program called that is not torch's own
+ * (vt__source_is_torchs) nor the standard library's: an installed package's
+ * (site-packages, dist-packages, VT_FRAME_INSTALLED), not vramtrace's. A
+ * framework that runs the program's training (Hugging Face's Trainer,
+ * Lightning, accelerate) allocates at such lines under one line of the
+ * program. */
+bool vt__frame_is_library_code(const vt__snapshot_data *s, const vt__frame *f);
+
 /* A Python frame (the recorder's, or a PyTorch snapshot's): no instruction
  * pointer, module "python". */
 bool vt__frame_is_python(const vt__snapshot_data *s, const vt__frame *f);
