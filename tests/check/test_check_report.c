@@ -681,6 +681,33 @@ TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
     synth_fini(&y);
 }
 
+TEST(a_findings_folded_library_line_is_a_frameworks_before_torchs)
+{
+    synth y;
+    pipeline(&y, 0);
+    uint32_t python = synth_str(&y, "python");
+    uint32_t torch = synth_str(&y, "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
+    uint32_t lib = synth_str(&y, "/venv/lib/python3.11/site-packages/transformers/trainer.py");
+    uint32_t user = synth_str(&y, "/home/me/train.py");
+    for (size_t i = 0; i < y.s.nframes; i++) {
+        vt__frame *f = &y.s.frames[i];
+        const char *fn = vt__snapshot_string(&y.s, f->function);
+        f->ip = f->module_offset = 0;
+        f->module = python;
+        f->file = !strcmp(fn, "forward_block") ? torch : !strcmp(fn, "train_step") ? lib : user;
+    }
+    vt__check_report *r = check(&y, NULL);
+    char *t = render(r, &y, 0);
+    /* the program's line first; inside it the framework's line that led to
+     * torch's forward, not torch's own */
+    ASSERT_STR_CONTAINS(t, " s\n     at main (/home/me/train.py:12)\n");
+    ASSERT_STR_CONTAINS(t, "(inside it: train_step (/venv/lib/python3.11/site-packages/"
+                           "transformers/trainer.py:11) and 1 more library Python frame)");
+    free(t);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(user_code_is_the_programs_python_frames_only)
 {
     synth y;
