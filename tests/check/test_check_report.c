@@ -655,57 +655,52 @@ TEST(python_frames_of_a_finding_name_the_line_their_function_is_defined_at)
     synth_fini(&y);
 }
 
-TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
+#define TORCH_LINEAR "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py"
+
+/* The pipeline's report with its frames made Python frames: forward_block's
+ * in file `forward_file`, train_step's in `step_file`, the rest the
+ * program's (/home/me/train.py). The caller frees the text. */
+static char *report_of_python_frames(const char *forward_file, const char *step_file)
 {
     synth y;
     pipeline(&y, 0);
-    uint32_t python = synth_str(&y, "python");
-    uint32_t lib = synth_str(&y, "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
-    uint32_t user = synth_str(&y, "/home/me/train.py");
+    uint32_t python = synth_str(&y, "python"), forward = synth_str(&y, forward_file);
+    uint32_t step = synth_str(&y, step_file), user = synth_str(&y, "/home/me/train.py");
     for (size_t i = 0; i < y.s.nframes; i++) {
         vt__frame *f = &y.s.frames[i];
         const char *fn = vt__snapshot_string(&y.s, f->function);
         f->ip = f->module_offset = 0;
         f->module = python;
-        f->file = !strcmp(fn, "forward_block") ? lib : user;
+        f->file = !strcmp(fn, "forward_block") ? forward : !strcmp(fn, "train_step") ? step : user;
     }
     vt__check_report *r = check(&y, NULL);
     char *t = render(r, &y, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+    return t;
+}
+
+TEST(a_findings_stack_leads_with_the_programs_own_line_and_folds_library_frames)
+{
+    char *t = report_of_python_frames(TORCH_LINEAR, "/home/me/train.py");
     /* the program's line first; torch's forward folded after it */
     ASSERT_STR_CONTAINS(t, " s\n     at train_step (/home/me/train.py:11)\n");
     ASSERT_STR_CONTAINS(t, "(inside it: forward_block (/venv/lib/python3.11/site-packages/torch/"
                            "nn/modules/linear.py:10))");
     ASSERT(!strstr(t, "at forward_block"));
     free(t);
-    vt__check_report_free(r);
-    synth_fini(&y);
 }
 
 TEST(a_findings_folded_library_line_is_a_frameworks_before_torchs)
 {
-    synth y;
-    pipeline(&y, 0);
-    uint32_t python = synth_str(&y, "python");
-    uint32_t torch = synth_str(&y, "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
-    uint32_t lib = synth_str(&y, "/venv/lib/python3.11/site-packages/transformers/trainer.py");
-    uint32_t user = synth_str(&y, "/home/me/train.py");
-    for (size_t i = 0; i < y.s.nframes; i++) {
-        vt__frame *f = &y.s.frames[i];
-        const char *fn = vt__snapshot_string(&y.s, f->function);
-        f->ip = f->module_offset = 0;
-        f->module = python;
-        f->file = !strcmp(fn, "forward_block") ? torch : !strcmp(fn, "train_step") ? lib : user;
-    }
-    vt__check_report *r = check(&y, NULL);
-    char *t = render(r, &y, 0);
+    char *t = report_of_python_frames(
+        TORCH_LINEAR, "/venv/lib/python3.11/site-packages/transformers/trainer.py");
     /* the program's line first; inside it the framework's line that led to
      * torch's forward, not torch's own */
     ASSERT_STR_CONTAINS(t, " s\n     at main (/home/me/train.py:12)\n");
     ASSERT_STR_CONTAINS(t, "(inside it: train_step (/venv/lib/python3.11/site-packages/"
                            "transformers/trainer.py:11) and 1 more library Python frame)");
     free(t);
-    vt__check_report_free(r);
-    synth_fini(&y);
 }
 
 TEST(user_code_is_the_programs_python_frames_only)
