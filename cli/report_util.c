@@ -444,10 +444,6 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
  * native frame's function, or by the library that made the device call. */
 const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id)
 {
-    static const char *const functions[] = {
-        "Workspace", "BlasHandle", "BlasLtHandle", "cublasCreate", "cublasLtCreate",
-        "cudnnCreate", "getCudnnHandle", "cusolverDnCreate", "cusparseCreate", "ncclComm",
-    };
     static const char *const libraries[] = { "libcublas", "libcudnn", "libnccl",
                                              "libcusolver", "libcusparse" };
     const vt__frame *fr[512];
@@ -458,10 +454,8 @@ const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32
     for (size_t i = 0; i < n; i++) {
         if (vt__frame_is_python(s, fr[i]))
             continue;
-        const char *fn = vt__snapshot_string(s, fr[i]->function);
-        for (size_t k = 0; k < sizeof functions / sizeof *functions; k++)
-            if (strstr(fn, functions[k]))
-                return fr[i];
+        if (vt__frame_makes_library_workspace(s, fr[i]))
+            return fr[i];
         const char *mod = vt__snapshot_string(s, fr[i]->module);
         if (!caller_seen && !boring_module(mod)) {   /* who called the allocator */
             caller_seen = true;

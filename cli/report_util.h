@@ -138,7 +138,8 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
 
 /* Whether stack `id` allocated a library's own handle or workspace (cuBLAS,
  * cuDNN, NCCL, ...: memory the library keeps and reuses by design): the
- * frame that says so, else NULL. */
+ * frame that says so (vt__frame_makes_library_workspace, or the library
+ * that called the allocator), else NULL. */
 const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id);
 
 /* The allocator's state at the snapshot, per device (STATE section). */

@@ -180,6 +180,12 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
     vt__put_str(m, "],\"fold\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%d", i ? "," : "", (int)vt__frame_fold(s, &s->frames[r->frames[i]]));
+    /* 1: a library making its own workspace (vt__frame_makes_library_workspace),
+     * which the page names an untensored block by */
+    vt__put_str(m, "],\"ws\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__put_printf(m, "%s%d", i ? "," : "",
+                       vt__frame_makes_library_workspace(s, &s->frames[r->frames[i]]));
     vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));

@@ -66,7 +66,7 @@
   }
   function tipFor(l, s) {
     detail();
-    let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(clip(lName[l] ? str(lName[l]) : 'allocation #' + l, 160));
+    let h = '<b>' + esc(fmtBytes(lSize[l])) + '</b> ' + esc(clip(lifetimeTitle(l), 160));
     h += '\n' + esc(clip(siteLabel(lSite[l]), 160));
     const ta = lAlloc[l] < 0 ? null : evT[lAlloc[l]];
     h += '\nallocated ' + (ta == null ? 'before the window' : 'at ' + fmtTime(ta)) + ', ' +

@@ -96,9 +96,31 @@
     siteCache.set(node, s);
     return s;
   }
+  /* A library's own memory (cuBLAS's workspace, a handle): the innermost
+   * frame of stack `node` that the renderer marks as making one
+   * (vt__frame_makes_library_workspace), or -1. */
+  const workspaceCache = new Map();
+  function workspaceFrame(node) {
+    if (node === 0 || !F.ws) return -1;
+    let fr = workspaceCache.get(node);
+    if (fr === undefined) {
+      fr = -1;
+      for (const f of stackFrames(node)) if (F.ws[f]) { fr = f; break; }
+      workspaceCache.set(node, fr);
+    }
+    return fr;
+  }
+  /* What allocation l is called: its tensor's name; else, for a library's
+   * own workspace (no tensor: a block under the line that ran the first
+   * matrix product), the function that made it; else ''. */
+  function allocName(l) {
+    if (lName[l]) return str(lName[l]);
+    const fr = workspaceFrame(lSite[l]);
+    return fr < 0 ? '' : 'library workspace: ' + frameText(fr).fn;
+  }
   function lifetimeTitle(l) {
     detail();
-    return lName[l] ? str(lName[l]) : 'allocation #' + l;
+    return allocName(l) || 'allocation #' + l;
   }
 
   // Site colours: a stable hue per call site (stack node), packed ABGR.

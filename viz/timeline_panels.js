@@ -142,8 +142,8 @@
     for (const l of alive.slice(0, 40)) {
       const age = lAlloc[l] < 0 ? '?' : fmtTime(timeAt(m) - evT[lAlloc[l]]);
       h += '<tr class="row' + (l === view.selected ? ' sel' : '') + '" data-l="' + l + '"><td class="num">' + fmtBytes(lSize[l]) +
-        '</td><td class="name" title="' + esc(lName[l] ? str(lName[l]) : '') + '">' +
-        (lFinding[l] >= 0 ? '<b style="color:#d32f2f" title="checker finding">!</b> ' : '') + esc(lName[l] ? str(lName[l]) : '') +
+        '</td><td class="name" title="' + esc(allocName(l)) + '">' +
+        (lFinding[l] >= 0 ? '<b style="color:#d32f2f" title="checker finding">!</b> ' : '') + esc(allocName(l)) +
         '</td><td class="site" title="' + esc(siteLabel(lSite[l])) + '">' + esc(siteLabel(lSite[l])) +
         '</td><td class="num">' + age + '</td></tr>';
     }

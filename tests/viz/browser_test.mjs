@@ -557,9 +557,14 @@ const tests = {
     const html = makePage('observed', false, 'observed');
     await withPage(html, async (page) => {
       const stats = await page.textContent('#stats');
-      check(stats.includes("6 allocations · 12 events · 3 of them outside PyTorch's allocator, at most 40.0 MiB " +
+      check(stats.includes("7 allocations · 13 events · 3 of them outside PyTorch's allocator, at most 40.0 MiB " +
             "at once (libraries' own, as cuBLAS's workspaces: in reserved, not drawn)"), 'outside the pool: ' + stats);
       check(stats.includes('3.00 MiB of pinned host memory alive, not served by the cache'), 'uncached: ' + stats);
+      // PyTorch's cuBLASLt workspace, a block of its pool no tensor owns, is
+      // named as a library's own where the tensors are named by their names
+      const names = await page.$$eval('#top td.name', (tds) => tds.map((t) => t.textContent));
+      check(names.includes('library workspace: at::cuda::getCUDABlasLtWorkspace()'), 'the workspace: ' + JSON.stringify(names));
+      check(names.filter((n) => n === 'activation').length === 3, 'the tensors: ' + JSON.stringify(names));
       await shot(page, 'observed_run');
     });
   },

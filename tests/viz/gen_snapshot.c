@@ -655,7 +655,8 @@ static void generate_edge(const char *kind)
          * observed. Its tensors' blocks (VT_ALLOC_POOL_BLOCK) in a segment
          * it reserved; beside them cuBLAS's own: a 32 MiB workspace kept
          * and two 8 MiB ones in turn (at most 40 MiB at once), outside its
-         * pool; and a pinned host buffer the cache never served. */
+         * pool; PyTorch's cuBLASLt workspace, a block of its pool no tensor
+         * owns; and a pinned host buffer the cache never served. */
         S->meta.flags |= VT_META_POOL_OBSERVED;
         uint32_t st_fwd = STACK("main", "forward"), st_blas = STACK("main", "forward", "cublasCreate_v2");
         for (int i = 0; i < 3; i++) {
@@ -663,6 +664,8 @@ static void generate_edge(const char *kind)
             S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;   /* alloc's ALLOC */
             tensor("activation", a, 2 * MiB);
         }
+        alloc(4 * MiB, STACK("main", "forward", "at::cuda::getCUDABlasLtWorkspace()"), 0);
+        S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;
         uint64_t lib = 0x7e8000000000ull;
         uint64_t ws[3] = { 32 * MiB, 8 * MiB, 8 * MiB };
         for (int i = 0; i < 3; i++) {

@@ -1,7 +1,9 @@
 /*
- * trace/snap/frame_fold.c - which frames are plumbing between the program
- * and the memory: the one rule every view folds by (the text reports and
- * the page's stacks and icicle, which gets the renderer's mark per frame).
+ * trace/snap/frame_fold.c - what the views make of a frame: plumbing between
+ * the program and the memory, the one rule every view folds by (the text
+ * reports and the page's stacks and icicle, which gets the renderer's mark
+ * per frame); and a library making its own workspace, which they name as
+ * such.
  */
 #include <string.h>
 
@@ -93,4 +95,19 @@ enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *
               tracker_dispatch(vt__snapshot_string(s, f->file), vt__snapshot_string(s, f->function))
         : interpreter_module(vt__snapshot_string(s, f->module));
     return plumbing ? VT_FOLD_WITH_PYTHON : VT_FOLD_NEVER;
+}
+
+bool vt__frame_makes_library_workspace(const vt__snapshot_data *s, const vt__frame *f)
+{
+    static const char *const functions[] = {
+        "Workspace", "BlasHandle", "BlasLtHandle", "cublasCreate", "cublasLtCreate",
+        "cudnnCreate", "getCudnnHandle", "cusolverDnCreate", "cusparseCreate", "ncclComm",
+    };
+    if (vt__frame_is_python(s, f))
+        return false;
+    const char *fn = vt__snapshot_string(s, f->function);
+    for (size_t k = 0; k < sizeof functions / sizeof *functions; k++)
+        if (strstr(fn, functions[k]))
+            return true;
+    return false;
 }

@@ -212,6 +212,15 @@ enum vt__frame_fold {
 };
 enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *f);
 
+/* Whether native frame f is a library making memory it keeps for itself and
+ * reuses: cuBLAS/cuBLASLt and cuDNN handles and workspaces (PyTorch's
+ * at::cuda::getCurrentCUDABlasHandle, getNewWorkspace, getCUDABlasLtWorkspace,
+ * setWorkspaceForHandle), NCCL's communicators; by its function's name
+ * (frame_fold.c: the text views ask it, the page gets a mark per frame). A
+ * block so made under a line of the program is that library's, not the
+ * line's tensor. */
+bool vt__frame_makes_library_workspace(const vt__snapshot_data *s, const vt__frame *f);
+
 /* Whether a state segment's pool is an observed framework allocator's
  * (VT_POOL_FRAMEWORK_*, read from FRAMEWORK_STATE). */
 static inline bool vt__pool_is_framework(uint8_t pool)
