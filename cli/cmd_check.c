@@ -92,7 +92,12 @@ static void usage(FILE *f)
         "  --paths N         retention paths per finding (default 3)\n"
         "  --host            judge storages in host memory (CPU tensors) too; by default\n"
         "                    they are judged only in a trace with no device storage\n"
-        "  -h, --help        this help\n"
+        "  -h, --help        this help\n");
+    fprintf(f,
+        "\n"
+        "Steps are the marks (vramtrace run marks optimizer steps). A trace with none\n"
+        "and no tensors, but two or more backward passes (a training loop that steps\n"
+        "its parameters by hand), is stepped by the ends of its backward passes.\n"
         "\n"
         "exit status: 0 nothing flagged, 1 findings (in any FILE), 2 bad usage or a file\n"
         "that cannot be read or written\n");

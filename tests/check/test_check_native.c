@@ -709,8 +709,12 @@ TEST(findings_kept_under_one_call_of_the_program_are_one_cause)
  * each of the model's two lines under evaluate's line 42. Where `chained`,
  * they are all freed together as the loop ends (a running sum of tensor
  * losses keeps each iteration's graph), else each iteration's at its end.
- * The frees have the Python stack of evaluate's return. */
-static vt__check_report *evaluation_loop(synth *y, int iters, int layers, int chained)
+ * The frees have the Python stack of evaluate's return. `by_hand`: no
+ * marks; each step's training ends in a backward pass (a block made and
+ * freed by the autograd engine's thread), as a loop that steps its
+ * parameters by hand makes no optimizer step for `run` to mark. */
+static vt__check_report *evaluation_loop_stepped(synth *y, int iters, int layers, int chained,
+                                                 int by_hand)
 {
     synth_init(y);
     static const char *const model_files[] = { "model.py", "train.py", "train.py" };
@@ -726,11 +730,21 @@ static vt__check_report *evaluation_loop(synth *y, int iters, int layers, int ch
     as_python(y, input, own_files, (uint32_t[]){ 41, 7 });
     uint32_t ret = synth_stack(y, "evaluate", "<module>", NULL);
     as_python(y, ret, own_files, (uint32_t[]){ 44, 7 });
+    uint32_t backward = synth_stack(y, "at::native::mm_out", "MmBackward0::apply",
+                                    "torch::autograd::Engine::evaluate_function",
+                                    "torch::autograd::Engine::thread_main", NULL);
     uint64_t at = 0x7e0000000000ull;
     for (int i = 1; i <= 6; i++) {
-        synth_step_mark(y, i);
+        if (by_hand)
+            synth_tick(y, 100000000);
+        else
+            synth_step_mark(y, i);
         for (uint32_t l = 0; l < 2; l++)
             synth_alloc(y, 0x7f0000000000ull + l * 0x1000000ull, 2 * MiB, train[l]);
+        if (by_hand) {
+            synth_alloc(y, 0x7f8000000000ull, 2 * MiB, backward);
+            synth_free(y, 0x7f8000000000ull);
+        }
         for (uint32_t l = 0; l < 2; l++)
             synth_free(y, 0x7f0000000000ull + l * 0x1000000ull);
         if (i != 3)
@@ -753,6 +767,11 @@ static vt__check_report *evaluation_loop(synth *y, int iters, int layers, int ch
     }
     synth_tick(y, 50000000);
     return check(y, NULL);
+}
+
+static vt__check_report *evaluation_loop(synth *y, int iters, int layers, int chained)
+{
+    return evaluation_loop_stepped(y, iters, layers, chained, 0);
 }
 
 /* Without tensors, an evaluation that sums its losses as tensors without
@@ -798,6 +817,41 @@ TEST(a_loops_allocations_kept_until_it_ended_are_an_outlier_without_tensors)
         vt__check_report_free(r);
         synth_fini(&y);
     }
+}
+
+/* The same evaluation in a loop that steps its parameters by hand: no
+ * marks, so the rules that judge step by step had no steps ("0 findings",
+ * outlier not run: found on pytorch/examples' word_language_model, whose
+ * default steps by hand, with its evaluation summing tensor losses). The
+ * backward passes' ends step the trace: found as with marks, and said. */
+TEST(a_trace_without_marks_is_stepped_by_the_ends_of_its_backward_passes)
+{
+    synth y;
+    vt__check_report *r = evaluation_loop_stepped(&y, 5, 1, 1, 1);
+    ASSERT_EQ(r->nmarks, 5);   /* six passes, the last one's end not seen */
+    ASSERT_EQ(r->steps_inferred, 1);
+    ASSERT(r->rules_run & VT_CHECK_RULE_OUTLIER);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->loop_visits, 5);
+    ASSERT_EQ(f->nallocs, 15);
+    assert_rendered_says(r, &y, 0, ", 5 marks (the ends of its backward passes: the program "
+                                   "marked no step and made no optimizer step),");
+    assert_rendered_says(r, &y, 1, "\"steps_inferred\":true,\"marks\":5,");
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = evaluation_loop_stepped(&y, 5, 1, 0, 1);   /* freed iteration by iteration */
+    ASSERT_EQ(r->nfindings, 0);
+    ASSERT_EQ(r->steps_inferred, 1);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = evaluation_loop(&y, 5, 1, 1);   /* marked: the marks, none inferred */
+    ASSERT_EQ(r->nmarks, 6);
+    ASSERT_EQ(r->steps_inferred, 0);
+    assert_rendered_says(r, &y, 1, "\"steps_inferred\":false,\"marks\":6,");
+    vt__check_report_free(r);
+    synth_fini(&y);
 }
 
 TEST_MAIN()

@@ -343,6 +343,7 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if (opt.grace_mode == VT_CHECK_GRACE_TIME)
         r->grace_ns = opt.grace_ns;
     r->nmarks = m.nmarks;
+    r->steps_inferred = m.steps_inferred;
     r->quiet_steps = (rules & VT_CHECK_RULE_NEVER_FREED) ? m.quiet_steps : 0;
     r->quiet_from_ns = m.quiet_from;
     r->nstorages = m.nst_all;

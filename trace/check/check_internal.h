@@ -165,6 +165,10 @@ typedef struct ck_loop {
 } ck_loop;
 typedef struct ck_loops ck_loops;
 
+/* The fewest backward passes that step a trace without marks (one is a
+ * gradient taken once, not a loop). */
+#define CK_INFERRED_STEPS_MIN 2
+
 typedef struct ck_model {
     const vt__snapshot_data *s;
     struct vt__event_stream *es; /* its events, read once per pass */
@@ -189,6 +193,9 @@ typedef struct ck_model {
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
+    /* The marks are the ends of the backward passes (tl->backward_ends),
+     * added by pass 1 where the program marked no step (vt__ck_model_build) */
+    uint8_t steps_inferred;
     /* The time of every free the program asked for from free_time_from
      * on (the last mark; 0 without marks), in order; a call site keeping
      * memory between frees is in a loop (NEVER-FREED and GROWTH by time,

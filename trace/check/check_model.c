@@ -592,6 +592,15 @@ static int add_mark(ck_model *m, const vt__event *e)
     return 0;
 }
 
+/* A mark (or a backward pass's end, where the steps are inferred): it ends
+ * the loop look's run of frees and begins a step. */
+static int on_mark(ck_model *m, const vt__event *e)
+{
+    if (m->loops && vt__ck_loop_boundary(m) < 0)
+        return -ENOMEM;
+    return add_mark(m, e);
+}
+
 static int push_free_time(ck_model *m, uint64_t t)
 {
     if (m->nfree_time == m->capfree_time) {
@@ -661,9 +670,7 @@ static int on_event(ck_model *m, walk *w, const vt__event *e, uint32_t i,
             return -ENOMEM;
         break;
     case VT_EV_MARK:
-        if (m->loops && vt__ck_loop_boundary(m) < 0)
-            return -ENOMEM;
-        return add_mark(m, e);
+        return on_mark(m, e);
     case VT_EV_PAUSE:
         return vt__ck_push_pause(m, e);
     case VT_EV_TENSOR_NEW:
@@ -744,9 +751,16 @@ static int walk_events(ck_model *m, walk *w)
     vt__event e;
     int rc = vt__event_stream_rewind(m->es);
     uint32_t i = 0;
+    size_t inferred = 0;   /* the next backward pass's end, where they are the marks */
     while (rc == 0 && (rc = vt__event_stream_next(m->es, &e)) == 1) {
         if (i && e.seq <= w->last_seq && !m->keep_all)
             return CK_UNORDERED;
+        for (; m->steps_inferred && inferred < w->tl->nbackward_ends &&
+               w->tl->backward_ends[inferred].event <= i; inferred++) {
+            const vt__tl_mark *b = &w->tl->backward_ends[inferred];
+            if (on_mark(m, &(vt__event){ .kind = VT_EV_MARK, .seq = b->seq, .time_ns = b->time_ns }) < 0)
+                return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
+        }
         if (i == 0)
             m->start_time = e.time_ns;
         vt__tl_followed fl;
@@ -881,7 +895,7 @@ static void model_reset(ck_model *m)
                       .rules_asked = m->rules_asked, .keep_records = m->keep_records,
                       .pool_by_time = m->pool_by_time, .nwin = m->nwin, .win_t0 = m->win_t0,
                       .win_span = m->win_span, .free_time_from = m->free_time_from,
-                      .loop_look = m->loop_look };
+                      .loop_look = m->loop_look, .steps_inferred = m->steps_inferred };
     vt__ck_model_free(m);
     *m = keep;
 }
@@ -930,6 +944,16 @@ int vt__ck_model_build(ck_model *m)
      * chooses the rules the same way). */
     size_t nmarks = tl->nmarks;
     int tensors = tl->kind_counts[VT_EV_TENSOR_NEW] != 0;
+    /* A trace the program marked no step of, whose backward passes tell its
+     * steps (a training loop that updates its parameters by hand makes no
+     * optimizer step for `run` to mark: pytorch/examples'
+     * word_language_model): the end of each pass begins a step, as a mark
+     * would, for every rule. Not where tensors were recorded: track()
+     * walks the holders at marks, which these are not. */
+    m->steps_inferred = !nmarks && !tensors && tl->nbackward_ends >= CK_INFERRED_STEPS_MIN;
+    if (m->steps_inferred)
+        nmarks = tl->nbackward_ends;
+    const vt__tl_mark *marks = m->steps_inferred ? tl->backward_ends : tl->marks;
     int outlier = m->rules_asked ? (m->rules_asked & VT_CHECK_RULE_OUTLIER) != 0
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);
@@ -943,7 +967,7 @@ int vt__ck_model_build(ck_model *m)
                                       : outlier);
     /* without marks every free; with them those after the last mark,
      * where NEVER-FREED judges the run's quiet end (vt__ck_quiet_tail) */
-    m->free_time_from = nmarks ? tl->marks[nmarks - 1].time_ns : 0;
+    m->free_time_from = nmarks ? marks[nmarks - 1].time_ns : 0;
     /* GROWTH by time (check.c runs it where nwin says), in windows of the
      * trace the retired storages are counted in as they go: an observed
      * PyTorch pool's trace without marks, its tensors recorded or not (a

@@ -258,6 +258,7 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         fprintf(f, "null");
     fprintf(f, "},\"pinned_ratio\":");
     json_num(f, r->pinned_ratio);
+    fprintf(f, ",\"steps_inferred\":%s", r->steps_inferred ? "true" : "false");
     fprintf(f, ",\"marks\":%zu,\"quiet_steps\":%zu,\"storages\":%zu,\"tensors\":%zu,"
                "\"holders\":%zu,\"refs\":%zu,"
                "\"ignored\":%zu,\"host_skipped\":%zu,\"events_overwritten\":%" PRIu64

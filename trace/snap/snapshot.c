@@ -121,6 +121,41 @@ bool vt__snapshot_node_is_user(const vt__snapshot_data *s, uint32_t node, uint8_
     return memo[fr] == 1;
 }
 
+static bool frame_is_autograd_engine(const vt__snapshot_data *s, uint32_t frame)
+{
+    if (frame >= s->nframes || vt__frame_is_python(s, &s->frames[frame]))
+        return false;
+    return strstr(vt__snapshot_string(s, s->frames[frame].function), "torch::autograd::Engine::");
+}
+
+bool vt__snapshot_stack_in_backward(const vt__snapshot_data *s, uint32_t id, uint8_t *memo)
+{
+    enum { UNKNOWN = 0, IN_BACKWARD = 1, NOT = 2 };
+    /* up to the first node that answers: an engine frame (it and every
+     * node under it ran in a backward pass), one answered before, or the
+     * root (none did); the nodes walked take that answer */
+    uint8_t answer = NOT;
+    uint32_t stop = 0;
+    for (uint32_t n = id, steps = 0; n != 0 && n < s->nstack_nodes && steps < s->nstack_nodes;
+         n = s->stack_nodes[n].parent, steps++) {
+        if (memo && memo[n] != UNKNOWN) {
+            answer = memo[n];
+            stop = n;
+            break;
+        }
+        if (frame_is_autograd_engine(s, s->stack_nodes[n].frame)) {
+            answer = IN_BACKWARD;
+            stop = s->stack_nodes[n].parent;   /* it answers too */
+            break;
+        }
+    }
+    for (uint32_t n = id, steps = 0; memo && n != stop && n != 0 && n < s->nstack_nodes &&
+                                     steps < s->nstack_nodes;
+         n = s->stack_nodes[n].parent, steps++)
+        memo[n] = answer;
+    return answer == IN_BACKWARD;
+}
+
 uint64_t vt__snapshot_python_line(const vt__snapshot_data *s, uint32_t id)
 {
     for (size_t steps = 0; s && id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes;

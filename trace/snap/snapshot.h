@@ -165,6 +165,14 @@ bool vt__snapshot_node_is_user(const vt__snapshot_data *s, uint32_t node, uint8_
  * (a model of torch's modules allocates at their lines); 0: none. */
 uint64_t vt__snapshot_python_line(const vt__snapshot_data *s, uint32_t id);
 
+/* Whether stack `id` ran in a backward pass: one of its native frames is
+ * PyTorch's autograd engine (torch::autograd::Engine::thread_main,
+ * evaluate_function: the engine's device threads run every CUDA backward op,
+ * the calling thread a CPU one). memo: the snapshot's nstack_nodes bytes,
+ * zeroed, each node's answer kept as stacks are asked (a node is walked
+ * once); NULL: walked each time. */
+bool vt__snapshot_stack_in_backward(const vt__snapshot_data *s, uint32_t id, uint8_t *memo);
+
 /* Which call stack `id` is, by its Python frames alone (a hash of them,
  * outermost first; the innermost VT_SNAPSHOT_PYTHON_PATH_MAX): the recorder
  * keeps a stack's innermost native frames, so one call of the program has

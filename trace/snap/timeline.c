@@ -192,6 +192,8 @@ void vt__tl_builder_free(struct builder *b)
     free(b->kept);
     free(b->gaps);
     free(b->after_event);
+    free(b->backward_memo);
+    b->backward_memo = NULL;
     b->lv = NULL;
 }
 
@@ -258,6 +260,7 @@ void vt__timeline_free(vt__timeline *tl)
         free(tl->devices[i].points);
     free(tl->devices);
     free(tl->marks);
+    free(tl->backward_ends);
     free(tl->streams);
     free(tl->event_owner);
     free(tl->by_addr);

@@ -190,6 +190,12 @@ typedef struct vt__timeline {
     vt__segment_span *segments;   size_t nsegments;  /* same ordering rule */
     vt__tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
     vt__tl_mark *marks;           size_t nmarks;     /* in event order */
+    /* Where each backward pass ended: the first allocation after a run of
+     * the autograd engine's (vt__snapshot_stack_in_backward), label 0. A
+     * trace the program marked no step of is stepped by them (a training
+     * loop that updates its parameters by hand makes no optimizer step for
+     * `vramtrace run` to mark: check.c). */
+    vt__tl_mark *backward_ends;   size_t nbackward_ends;
     uint64_t *streams;           size_t nstreams;    /* backing store of lifetimes' streams */
 
     /* For each event index: the lifetime (ALLOC, FREE_REQUESTED,

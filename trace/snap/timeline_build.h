@@ -64,6 +64,12 @@ struct builder {
     void (*on_retire)(void *ctx, const vt__lifetime *l);
     void (*on_mark)(void *ctx, const vt__tl_mark *m);   /* each MARK, as matched */
     void *retire_ctx;   /* both hooks' */
+    /* backward passes (tl->backward_ends): each stack node's answer
+     * (vt__snapshot_stack_in_backward), and whether the last allocation
+     * was a backward pass's */
+    uint8_t *backward_memo;
+    size_t bcap;
+    int in_backward;
 };
 
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)

@@ -131,6 +131,25 @@ static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
 }
 
 /* Match one event into lifetimes and segment spans. */
+/* An allocation: the end of a backward pass when the one before was a
+ * backward pass's and this one is not (tl->backward_ends). */
+static int follow_backward(struct builder *b, const vt__event *e, uint32_t ei)
+{
+    const vt__snapshot_data *s = b->s;
+    if (!b->backward_memo && s->nstack_nodes && !(b->backward_memo = calloc(s->nstack_nodes, 1)))
+        return -ENOMEM;
+    bool backward = vt__snapshot_stack_in_backward(s, e->stack, b->backward_memo);
+    if (!backward && b->in_backward) {
+        vt__timeline *tl = b->tl;
+        if (vt__grow((void **)&tl->backward_ends, &b->bcap, tl->nbackward_ends + 1,
+                     sizeof *tl->backward_ends))
+            return -ENOMEM;
+        tl->backward_ends[tl->nbackward_ends++] = (vt__tl_mark){ e->seq, e->time_ns, ei, 0 };
+    }
+    b->in_backward = backward;
+    return 0;
+}
+
 int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
 {
     const vt__snapshot_data *s = b->s;
@@ -150,6 +169,8 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     switch (e->kind) {
     case VT_EV_ALLOC: {
+        if (follow_backward(b, e, ei))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
         if (prev != VT_TL_NONE) {
             vt__lifetime *old = &tl->lifetimes[prev];
