@@ -160,6 +160,23 @@ static void piled_up_line(FILE *f, const vt__snapshot_data *s, const vt__oom_sit
     fputs(": a fix that fits this request only moves the OOM later while it grows\n", f);
 }
 
+/* "  most of what was alive: ...": where nothing piled up, a library's line
+ * that made half of what was alive or more under one line of the program
+ * (a framework's: the predictions a Trainer's evaluation concatenates),
+ * which the request's own line (`trainer.evaluate()`) does not say. */
+static void mostly_inside_line(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r)
+{
+    char b1[VT_FMT_BYTES_LEN];
+    const vt__oom_site *st = r->nsites ? &r->sites[0] : NULL;
+    if (!st || !st->ninside || st->inside[0].workspace || st->inside[0].bytes * 2 < r->alive_bytes)
+        return;
+    fprintf(f, "  most of what was alive: %s made under ", vt__fmt_bytes(st->inside[0].bytes, b1));
+    site_text(f, s, st->frame);
+    fputs(" by ", f);
+    site_text(f, s, st->inside[0].frame);
+    fputc('\n', f);
+}
+
 static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r)
 {
@@ -184,6 +201,8 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
     const vt__oom_site *piled = piled_up_site(r);
     if (piled)
         piled_up_line(f, s, piled);
+    else
+        mostly_inside_line(f, s, r);
     if (r->replayed && r->reproduced && nfits(r)) {
         fputs("  fixes that fit, checked by replaying the run:", f);
         size_t k = 0;

@@ -228,7 +228,7 @@ def test_what_a_framework_made_under_the_programs_line_is_named_by_the_framework
     Trainer.evaluate() without eval_accumulation_steps: 134 MiB alive at
     `print(tr.evaluate())`, and nothing said it was transformers'
     torch_pad_and_concatenate's."""
-    snap, _ = recorded_oom(tmp_path, "evaluate")
+    snap, err = recorded_oom(tmp_path, "evaluate")
     line = next(i for i, t in enumerate(open(PROG), 1) if "# EVALUATE_LINE" in t)
     lib = os.path.join(HERE, "site-packages", "minitrainer.py")
     concat = next(i for i, t in enumerate(open(lib), 1) if "# CONCAT_LINE" in t)
@@ -246,8 +246,14 @@ def test_what_a_framework_made_under_the_programs_line_is_named_by_the_framework
     text = vramtrace.oom_text(snap)
     assert "made inside it by the libraries' lines:" in text, text
     assert f"minitrainer.py:{concat}" in text, text
+    # run's end says it too, before the fixes: half of what was alive or more
+    most = next((t for t in err.splitlines() if t.startswith("  most of what was alive: ")), "")
+    assert re.search(rf"made under evaluate .*oom_prog\.py:{line} .*by _concatenate "
+                     rf".*minitrainer\.py:{concat}\b", most), err[-3000:]
+    assert err.index("  most of what was alive:") < err.index("  fixes that fit"), err[-3000:]
     # a program calling torch alone has no such lines
-    snap2, _ = recorded_oom(tmp_path, "leak")
+    snap2, err2 = recorded_oom(tmp_path, "leak")
+    assert "most of what was alive" not in err2, err2[-3000:]
     assert all(not ln["inside"] for ln in oom_json(snap2)["alive"]["lines"]), snap2
     assert "made inside it" not in vramtrace.oom_text(snap2)
 
