@@ -304,14 +304,16 @@ KEPT_LOGITS_LINE = next(i for i, line in enumerate(open(KEPT_RESULTS), 1)
 LOSS_LINE_KEPT = next(i for i, line in enumerate(open(KEPT_RESULTS), 1) if "# LOSS_LINE" in line)
 
 
-def _checked_twins(tmp_path, prog: str, track: bool, says: str) -> Dict[str, tuple]:
-    """PROG fixed and PROG leak under `vramtrace run` (--track when
-    `track`), each printing `says`: {kind: (its snapshot, check's (rc, report))}."""
+def _checked_twins(tmp_path, prog: str, track: bool, says: str,
+                   args: Tuple[str, ...] = ()) -> Dict[str, tuple]:
+    """PROG fixed and PROG leak (then ARGS) under `vramtrace run` (--track
+    when `track`), each printing `says`: {kind: (its snapshot, check's (rc,
+    report))}."""
     got = {}
     for kind in ("fixed", "leak"):
         snap = str(tmp_path / f"{kind}.vtsnap")
         rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
-                       "-o", snap, "--", sys.executable, prog, kind])
+                       "-o", snap, "--", sys.executable, prog, kind, *args])
         assert rc == 0 and says in out, out[-3000:]
         got[kind] = (snap, run([CLI, "check", snap]))
     return got
@@ -542,29 +544,24 @@ def test_a_validation_summing_its_losses_as_tensors_is_found_in_its_blocks(track
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
-HAND_STEPPED = os.path.join(HERE, "hand_stepped.py")
-EVAL_CALL = next(i for i, line in enumerate(open(HAND_STEPPED), 1) if "# EVAL_CALL" in line)
-
-
 def test_a_loop_stepped_by_hand_is_judged_in_the_steps_its_backward_passes_end(tmp_path):
-    """The validation of val_running_sum.py in a loop that steps its
-    parameters by hand (no optimizer: `run` marks no step, as on
-    pytorch/examples' word_language_model, whose default does so): "0
-    findings", the step rules not run for want of steps, before. The ends
-    of its backward passes step the trace (said in the header): found as
-    with marks, one cause named by the call that ran the loop; the fixed
-    twin is clean."""
-    got = _checked_twins(tmp_path, HAND_STEPPED, False, "steps 60")
+    """The same validation in a loop that steps its parameters by hand (no
+    optimizer: `run` marks no step, as on pytorch/examples'
+    word_language_model, whose default does so): "0 findings", the step
+    rules not run for want of steps, before. The ends of its backward
+    passes step the trace (said in the header): found as with marks, one
+    cause named by the call that ran the loop; the fixed twin is clean."""
+    got = _checked_twins(tmp_path, VAL_RUNNING_SUM, False, "steps 40", ("by-hand",))
     _, (rc, text) = got["leak"]
     assert rc == 1, text[:4000]
-    assert ", 60 marks (the ends of its backward passes: the program marked no step and made " \
+    assert ", 40 marks (the ends of its backward passes: the program marked no step and made " \
            "no optimizer step)," in text, text[:4000]
     assert re.search(r"\n\d+ findings from 1 cause ", text), text[:4000]
-    assert re.search(rf"\[outlier\].*\n\s+allocated under <module> \(.*hand_stepped\.py:"
-                     rf"{EVAL_CALL}\), through a loop inside it", text), text[:4000]
+    assert re.search(rf"\[outlier\].*\n\s+allocated under <module> \(.*val_running_sum\.py:"
+                     rf"{VAL_CALL}\), through a loop inside it", text), text[:4000]
     _, (rc, text) = got["fixed"]
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
-    assert "60 marks (the ends of its backward passes" in text, text[:4000]
+    assert "40 marks (the ends of its backward passes" in text, text[:4000]
 
 
 EVAL_AT_END = os.path.join(HERE, "eval_at_end.py")

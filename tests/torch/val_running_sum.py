@@ -4,10 +4,12 @@ tensor (`total += loss`), so it chains every batch's graph, activations and
 all, until validate() returns, where each batch's would die with its
 iteration: the step's peak grows with the number of batches (the classic
 out of memory in validation); fixed, under no_grad with `loss.item()`.
-Marked by its optimizer steps under `vramtrace run`. Knows nothing of
-vramtrace.
+Marked by its optimizer steps under `vramtrace run`; with `by-hand`, the
+parameters are stepped by hand instead (`p.data.add_(p.grad, alpha=-lr)`,
+as pytorch/examples' word_language_model does by default): no optimizer
+step, so `vramtrace run` marks none. Knows nothing of vramtrace.
 
-    val_running_sum.py leak|fixed
+    val_running_sum.py leak|fixed [by-hand]
 """
 
 import sys
@@ -16,10 +18,11 @@ import torch
 from torch import nn
 
 kind = sys.argv[1]
+by_hand = sys.argv[2:3] == ["by-hand"]
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.GELU(),
                       nn.Linear(1024, 10)).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
+opt = None if by_hand else torch.optim.SGD(model.parameters(), lr=0.01)
 
 
 def validate():
@@ -33,9 +36,13 @@ def validate():
 
 for step in range(40):
     loss = model(torch.randn(64, 256, device="cuda")).square().mean()
-    opt.zero_grad()
+    model.zero_grad()
     loss.backward()
-    opt.step()
+    if by_hand:
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.01)
+    else:
+        opt.step()
     if step % 10 == 9:
         if kind == "leak":
             val = validate()   # VAL_CALL
