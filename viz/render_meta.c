@@ -149,11 +149,16 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
                        u->alive ? (int64_t)-1
                                 : (int64_t)(u->free_time_ns > r->t0 ? u->free_time_ns - r->t0 : 0));
     }
-    vt__put_str(m, "],\"marks\":[");
-    for (size_t k = 0; k < tl->nmarks; k++) {
-        uint64_t p1 = axis_p1(r, tl->marks[k].event);
+    /* the steps as `check` judges them: the marks, or the ends of the
+     * backward passes of a trace without (marks_inferred) */
+    size_t nsteps;
+    bool inferred;
+    const vt__tl_mark *steps = vt__timeline_steps(tl, &nsteps, &inferred);
+    vt__put_printf(m, "],\"marks_inferred\":%s,\"marks\":[", inferred ? "true" : "false");
+    for (size_t k = 0; k < nsteps; k++) {
+        uint64_t p1 = axis_p1(r, steps[k].event);
         vt__put_printf(m, "%s[%" PRId64 ",%" PRIu32 "]", k ? "," : "", (int64_t)p1 - 1,
-                       use_str(r, tl->marks[k].label));
+                       use_str(r, steps[k].label));
     }
     vt__put_str(m, "],\"streams\":[");
     for (uint32_t i = 0; i < r->nstreams; i++)

@@ -17,6 +17,13 @@
     return text.slice(0, lo) + '\u2026';
   }
 
+  /* Mark i's label: the program's, or, where the steps are the ends of the
+   * backward passes of a run that marked none (as `check` steps it), the
+   * pass's number. */
+  function markLabel(i) {
+    return meta.marks_inferred ? 'backward ' + (i + 1) : str(meta.marks[i][1]);
+  }
+
   function drawMarks(ctx, L, T, PW, PH) {
     ctx.save();
     ctx.font = (11 * dpr) + 'px system-ui, sans-serif';
@@ -30,7 +37,7 @@
     for (let i = i0; i < marks.length; i++) {
       const x = xAt(i);
       if (x > L + PW) break;
-      xs.push([x, marks[i][1]]);
+      xs.push([x, i]);
     }
     // Thousands of marks (one per step) would paint the plot over: then
     // draw ticks along the top edge and lines only where there is room,
@@ -61,11 +68,11 @@
       }
     }
     ctx.fillStyle = '#5a1ea0';
-    for (const [x, label] of xs) {
+    for (const [x, i] of xs) {
       if (x > lastRight + 4 * dpr) {
         // A long label is cut (with an ellipsis) so that it never hides
         // the labels of the marks after it nor runs off the plot.
-        const text = fitText(ctx, str(label), Math.min(240 * dpr, L + PW - x - 2 * dpr));
+        const text = fitText(ctx, markLabel(i), Math.min(240 * dpr, L + PW - x - 2 * dpr));
         ctx.fillText(text, x + 2 * dpr, T - 1 * dpr);
         lastRight = x + 2 * dpr + ctx.measureText(text).width;
       }

@@ -140,6 +140,9 @@
       return seen.size;
     },
     nEvents: nE,
+    /* The marks' labels as drawn (a run that marked none: its backward
+     * passes' ends, `check`'s steps). */
+    markLabels() { return meta.marks.map((_, i) => markLabel(i)); },
     /* The OOM: its axis position and the panel's text (null without one),
      * and the client x of its marker in the last draw (null: not drawn). */
     oom: oom ? { ax: oom.ax, size: oom.x.request.size } : null,

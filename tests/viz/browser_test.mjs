@@ -569,6 +569,23 @@ const tests = {
     });
   },
 
+  // A run that marked no step but stepped its parameters by hand: its
+  // backward passes' ends are its steps, as `check` judges them, drawn as
+  // marks and numbered; a run with marks draws its own.
+  async steps_by_hand_are_the_ends_of_the_backward_passes() {
+    const html = makePage('by_hand', false, 'by_hand');
+    await withPage(html, async (page) => {
+      const labels = await page.evaluate(() => window.__vt.markLabels());
+      check(JSON.stringify(labels) === JSON.stringify(['backward 1', 'backward 2', 'backward 3', 'backward 4']),
+        'the steps drawn: ' + JSON.stringify(labels));
+      await shot(page, 'steps_by_hand');
+    });
+    await withPage(makePage('marks_drawn', false), async (page) => {
+      const labels = await page.evaluate(() => window.__vt.markLabels());
+      check(labels.length > 0 && labels.every((l) => !l.startsWith('backward ')), 'the marks drawn: ' + JSON.stringify(labels));
+    });
+  },
+
   // `vramtrace viz A B` of two snapshots without marks: the overview has
   // its axes and legend, and "first mark" says there are none.
   async ranks_without_marks_say_so() {

@@ -688,6 +688,20 @@ static void generate_edge(const char *kind)
         e->size = e->req_size = 3 * MiB;
         e->aux = VT_PASS_HOST;
         e->stack = st_fwd;
+    } else if (!strcmp(kind, "by_hand")) {
+        /* A training loop that steps its parameters by hand (no optimizer
+         * step: no mark): each step a forward's block, then its backward
+         * pass's, made and freed under the autograd engine's thread; a
+         * last forward after the fourth pass. */
+        uint32_t st_fwd = STACK("main", "forward");
+        uint32_t st_bwd = STACK("torch::autograd::Engine::thread_main", "MmBackward0::apply", "mm");
+        for (int step = 0; step < 4; step++) {
+            uint64_t a = alloc(2 * MiB, st_fwd, 0);
+            uint64_t g = alloc(MiB, st_bwd, 0);
+            release(g, MiB, st_bwd, 0);
+            release(a, 2 * MiB, st_fwd, 0);
+        }
+        alloc(2 * MiB, st_fwd, 0);
     } else if (!strcmp(kind, "huge")) {
         static char big[2001];
         memset(big, 'x', sizeof big - 1);
@@ -714,13 +728,14 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "oom_leak", "run", "observed" };
+                                         "python", "oom", "oom_leak", "run", "observed",
+                                         "by_hand" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|observed OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|observed|by_hand OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");

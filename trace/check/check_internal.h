@@ -165,10 +165,6 @@ typedef struct ck_loop {
 } ck_loop;
 typedef struct ck_loops ck_loops;
 
-/* The fewest backward passes that step a trace without marks (one is a
- * gradient taken once, not a loop). */
-#define CK_INFERRED_STEPS_MIN 2
-
 typedef struct ck_model {
     const vt__snapshot_data *s;
     struct vt__event_stream *es; /* its events, read once per pass */

@@ -942,18 +942,15 @@ int vt__ck_model_build(ck_model *m)
      * bytes, and OUTLIER without marks judges each sibling by time; with
      * marks OUTLIER needs only the lifetimes of the short-lived (check.c
      * chooses the rules the same way). */
-    size_t nmarks = tl->nmarks;
     int tensors = tl->kind_counts[VT_EV_TENSOR_NEW] != 0;
     /* A trace the program marked no step of, whose backward passes tell its
-     * steps (a training loop that updates its parameters by hand makes no
-     * optimizer step for `run` to mark: pytorch/examples'
-     * word_language_model): the end of each pass begins a step, as a mark
-     * would, for every rule. Not where tensors were recorded: track()
-     * walks the holders at marks, which these are not. */
-    m->steps_inferred = !nmarks && !tensors && tl->nbackward_ends >= CK_INFERRED_STEPS_MIN;
-    if (m->steps_inferred)
-        nmarks = tl->nbackward_ends;
-    const vt__tl_mark *marks = m->steps_inferred ? tl->backward_ends : tl->marks;
+     * steps (pytorch/examples' word_language_model steps its parameters by
+     * hand): the end of each pass begins a step, as a mark would, for every
+     * rule (pass 1 adds them: walk_events). */
+    size_t nmarks;
+    bool inferred;
+    const vt__tl_mark *marks = vt__timeline_steps(tl, &nmarks, &inferred);
+    m->steps_inferred = inferred;
     int outlier = m->rules_asked ? (m->rules_asked & VT_CHECK_RULE_OUTLIER) != 0
                                  : !tensors && nmarks;
     m->keep_all = m->keep_records || (m->rules_asked & VT_CHECK_RULE_TAPE) || (outlier && !nmarks);

@@ -307,6 +307,14 @@ int vt__lifetime_allocated_at(const vt__lifetime *l, uint32_t ev)
     return (int64_t)l->release_event > e;
 }
 
+const vt__tl_mark *vt__timeline_steps(const vt__timeline *tl, size_t *n, bool *inferred)
+{
+    *inferred = !tl->nmarks && !tl->kind_counts[VT_EV_TENSOR_NEW] &&
+                tl->nbackward_ends >= VT_TL_INFERRED_STEPS_MIN;
+    *n = *inferred ? tl->nbackward_ends : tl->nmarks;
+    return *inferred ? tl->backward_ends : tl->marks;
+}
+
 const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uint32_t ev)
 {
     if (!tl || !tl->nlifetimes)

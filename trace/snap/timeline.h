@@ -63,6 +63,7 @@
 #ifndef VT_TRACE_TIMELINE_H
 #define VT_TRACE_TIMELINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -378,6 +379,19 @@ int vt__lifetime_allocated_at(const vt__lifetime *l, uint32_t ev);
  * allocated right after event `ev` (VT_TL_NONE: before the first event;
  * tl->nevents - 1 or more: at the snapshot). NULL if none. O(log n + k). */
 const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uint32_t ev);
+
+/* The fewest backward passes that step a trace without marks (one is a
+ * gradient taken once, not a loop). */
+#define VT_TL_INFERRED_STEPS_MIN 2
+
+/* The steps of the trace, as `check` judges them and the page draws them:
+ * its marks; or, where it has none and no tensors were recorded but
+ * VT_TL_INFERRED_STEPS_MIN backward passes or more, their ends
+ * (tl->backward_ends: a training loop that steps its parameters by hand
+ * makes no optimizer step for `vramtrace run` to mark; under track() the
+ * holder walks run at marks, which these are not). *n: how many; *inferred:
+ * whether they are the backward passes' ends. */
+const vt__tl_mark *vt__timeline_steps(const vt__timeline *tl, size_t *n, bool *inferred);
 
 /* The device curve of ordinal `device`, or NULL. */
 const vt__tl_device *vt__timeline_device(const vt__timeline *tl, int device);
