@@ -21,6 +21,7 @@
  *     fragmentation: X reserved but unallocated at the allocated peak (P%), Y now (Q%)
  *     top call sites by bytes at peak (seq S):
  *       BYTES  N allocation(s)  FN FILE:LINE (MODULE+0xOFF)
+ *                 inside it, most by a library: BYTES  FN FILE:LINE  (of N lines)
  * Sizes are human-readable (B, KiB, MiB, GiB: powers of 1024).
  */
 #include <inttypes.h>
@@ -38,7 +39,9 @@ static const char usage_text[] =
     "Peak and current allocated/reserved bytes per device, event counts,\n"
     "fragmentation (reserved but unallocated bytes at the allocated peak and\n"
     "at the snapshot) and the call sites holding the most bytes at the peak.\n"
-    "A stack's call site is its innermost Python line where Python ran.\n"
+    "A stack's call site is its innermost Python line where Python ran (the\n"
+    "program's own, where it ran; under one that called a framework, the\n"
+    "library's line that made most of its bytes is named too).\n"
     "\n"
     "  --all-frames  call sites from native frames even where Python ran\n"
     VT_EXIT_HELP;
@@ -47,6 +50,9 @@ struct site {
     uint64_t key;            /* (frame index + 1, 0 = no stack) * 2 + workspace */
     uint64_t bytes, count;
     uint32_t stack;          /* one representative stack */
+    vt__report_inside in;    /* what a library made of it under the line; once merged,
+                                the largest such line's */
+    uint32_t ninside;        /* once merged: how many such lines */
 };
 
 static int cmp_site_stack(const void *a, const void *b)
@@ -84,29 +90,39 @@ static void top_sites(const vt__snapshot_data *s, const vt__timeline *tl, const 
         if (l->device != d->device || !vt__lifetime_allocated_at(l, pk->event))
             continue;
         const vt__frame *f = vt__report_site_frame(s, l->alloc_stack);
-        v[n++] = (struct site){ (f ? (uint64_t)(f - s->frames) + 1 : 0) * 2, l->size, 1,
-                                l->alloc_stack };
+        v[n++] = (struct site){ .key = (f ? (uint64_t)(f - s->frames) + 1 : 0) * 2,
+                                .bytes = l->size, .count = 1, .stack = l->alloc_stack };
     }
     /* A library's handle or workspace (cuBLAS's, first needed at the
      * program's line) is a site of its own, said as such: the line did not
      * ask for those bytes. Looked up once per stack. */
     qsort(v, n, sizeof *v, cmp_site_stack);
-    bool ws = false;
+    vt__report_inside in = { 0 };
     for (size_t i = 0; i < n; i++) {
         if (!i || v[i].stack != v[i - 1].stack)
-            ws = v[i].stack && vt__report_library_workspace(s, v[i].stack) != NULL;
-        v[i].key |= ws;
+            in = v[i].stack ? vt__report_inside_of(s, v[i].stack, 0) : (vt__report_inside){ 0 };
+        v[i].key |= in.workspace;
+        v[i].in = in;
+        v[i].in.bytes = v[i].bytes;
     }
     qsort(v, n, sizeof *v, cmp_site_key);
+    /* Under a line that called a framework (`trainer.evaluate()`), the
+     * library's line that made most of it. */
+    vt__report_inside *items = malloc((n ? n : 1) * sizeof *items);
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m && v[m - 1].key == v[i].key) {
-            v[m - 1].bytes += v[i].bytes;
-            v[m - 1].count++;
-        } else {
-            v[m++] = v[i];
-        }
+    for (size_t i = 0, j; items && i < n; i = j) {
+        for (j = i; j < n && v[j].key == v[i].key; j++)
+            items[j - i] = v[j].in;
+        struct site g = v[i];
+        for (size_t k = i + 1; k < j; k++)
+            g.bytes += v[k].bytes;
+        g.count = j - i;
+        g.ninside = 0;
+        if (!(g.key & 1) && vt__report_sum_inside(s, items, j - i, &g.in, 1, &g.ninside))
+            g.ninside = 0;
+        v[m++] = g;
     }
+    free(items);
     qsort(v, m, sizeof *v, cmp_site_bytes);
     char b[32];
     if (pk->event == VT_TL_NONE)
@@ -131,6 +147,13 @@ static void top_sites(const vt__snapshot_data *s, const vt__timeline *tl, const 
         if ((v[i].key >> 1) && has_python && vt__report_stack_without_python(s, v[i].stack))
             fputs("  [thread without Python frames]", stdout);
         putchar('\n');
+        if (v[i].ninside && !v[i].in.workspace) {
+            printf("                inside it, most by a library: %s  ", vt__fmt_bytes(v[i].in.bytes, b));
+            vt__report_frame_text(stdout, s, v[i].in.frame);
+            if (v[i].ninside > 1)
+                printf("  (of %u lines)", v[i].ninside);
+            putchar('\n');
+        }
     }
     if (m > TOP_SITES)
         printf("    ... %zu more call sites\n", m - TOP_SITES);

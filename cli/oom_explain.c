@@ -245,9 +245,7 @@ const vt__frame *vt__oom_site_frame(const vt__snapshot_data *s, uint32_t id)
 typedef struct site_key {
     uint64_t key;              /* the line's frame, as function/file/line */
     const vt__frame *frame;
-    const vt__frame *inside;   /* a library's line under it (vt__report_library_frame),
-                                  or the workspace's frame */
-    bool workspace;            /* a library's own workspace (vt__report_library_workspace) */
+    vt__report_inside inside;  /* what a library made of it under the line */
     uint64_t bytes;
     uint32_t lt;               /* lifetime index */
     uint32_t finding;          /* UINT32_MAX: not flagged */
@@ -266,15 +264,6 @@ static int cmp_site(const void *a, const void *b)
     const vt__oom_site *x = a, *y = b;
     return vt__report_cmp_bytes(x->bytes, x->frame ? x->frame->line : 0, y->bytes,
                                 y->frame ? y->frame->line : 0);
-}
-
-static uint64_t frame_key(const vt__snapshot_data *s, const vt__frame *f)
-{
-    if (!f)
-        return 0;
-    if (f->file)   /* one line of one file, however many frames name it */
-        return vt__mix64((uint64_t)f->file << 32 | f->line) ^ f->function;
-    return vt__mix64(f->ip ^ ((uint64_t)f->module << 48)) + (uint64_t)(f - s->frames) + 1;
 }
 
 /* A storage finding the checker made about lifetime l: the storage alive
@@ -300,10 +289,10 @@ static void site_findings(const vt__snapshot_data *s, vt__oom_report *r)
         const vt__check_finding *f = &r->check->findings[i];
         if (!(f->rule & native))
             continue;
-        uint64_t key = frame_key(s, vt__oom_site_frame(s, f->alloc_stack));
+        uint64_t key = vt__report_frame_key(s, vt__oom_site_frame(s, f->alloc_stack));
         for (size_t k = 0; key && k < r->nsites; k++) {
             vt__oom_site *st = &r->sites[k];
-            if (frame_key(s, st->frame) != key)
+            if (vt__report_frame_key(s, st->frame) != key)
                 continue;
             if (!st->site_finding || f->bytes > st->site_finding->bytes)
                 st->site_finding = f;
@@ -312,47 +301,17 @@ static void site_findings(const vt__snapshot_data *s, vt__oom_report *r)
     }
 }
 
-static int cmp_inside(const void *a, const void *b)
-{
-    const vt__oom_inside *x = a, *y = b;
-    return vt__report_cmp_bytes(x->bytes, x->frame->line, y->bytes, y->frame->line);
-}
-
 /* The libraries' lines under one line of the program (its keys k[0..n)):
  * the largest VT__OOM_INSIDE_SHOWN in st->inside, how many in st->ninside. */
 static int inside_lines(const vt__snapshot_data *s, const site_key *k, size_t n, vt__oom_site *st)
 {
-    vt__u64map at = { 0 };
-    vt__oom_inside *all = NULL;
-    size_t nall = 0, cap = 0;
-    int rc = -ENOMEM;
-    if (vt__u64map_init(&at, 16))
-        return rc;
-    for (size_t i = 0; i < n; i++) {
-        if (!k[i].inside)
-            continue;
-        uint64_t key = frame_key(s, k[i].inside);
-        uint32_t x = vt__u64map_get(&at, key);
-        if (x == VT__U64MAP_NONE) {
-            vt__oom_inside *in = vt__grow_push((void **)&all, &cap, &nall, sizeof *all);
-            if (!in || vt__u64map_put(&at, key, (uint32_t)(nall - 1)))
-                goto out;
-            x = (uint32_t)(nall - 1);
-            in->frame = k[i].inside;
-            in->workspace = k[i].workspace;
-        }
-        all[x].bytes += k[i].bytes;
-        all[x].count++;
-    }
-    if (nall)
-        qsort(all, nall, sizeof *all, cmp_inside);
-    for (size_t i = 0; i < nall && i < VT__OOM_INSIDE_SHOWN; i++)
-        st->inside[i] = all[i];
-    st->ninside = (uint32_t)nall;
-    rc = 0;
-out:
-    free(all);
-    vt__u64map_free(&at);
+    vt__report_inside *items = malloc((n ? n : 1) * sizeof *items);
+    if (!items)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        items[i] = k[i].inside;
+    int rc = vt__report_sum_inside(s, items, n, st->inside, VT__OOM_INSIDE_SHOWN, &st->ninside);
+    free(items);
     return rc;
 }
 
@@ -373,11 +332,9 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
             || (observed && (l->flags & VT_LT_OUTSIDE_POOL)))
             continue;
         const vt__frame *f = vt__oom_site_frame(s, l->alloc_stack);
-        const vt__frame *ws = vt__report_library_workspace(s, l->alloc_stack);
-        keys[n] = (site_key){ .key = frame_key(s, f), .frame = f, .bytes = l->size,
-                              .inside = ws ? ws : vt__report_library_frame(s, l->alloc_stack),
-                              .workspace = ws != NULL, .lt = (uint32_t)i,
-                              .finding = UINT32_MAX };
+        keys[n] = (site_key){ .key = vt__report_frame_key(s, f), .frame = f, .bytes = l->size,
+                              .inside = vt__report_inside_of(s, l->alloc_stack, l->size),
+                              .lt = (uint32_t)i, .finding = UINT32_MAX };
         if (vt__u64map_put(&by_addr, l->addr, (uint32_t)n))
             goto out;
         n++;

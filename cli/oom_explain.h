@@ -37,6 +37,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "report_util.h"
 #include "snapshot.h"
 #include "timeline.h"
 
@@ -46,17 +47,6 @@ typedef struct vt__oom_free_group {
     uint64_t stream;
     uint64_t bytes, pieces, largest;
 } vt__oom_free_group;
-
-/* A library's line under a line of the program (vt__report_library_frame),
- * or a library's own workspace (vt__report_library_workspace: the frame
- * that made it), and what it made of that line's allocations alive at the
- * OOM. */
-typedef struct vt__oom_inside {
-    const vt__frame *frame;
-    bool workspace;
-    uint64_t bytes;
-    uint32_t count;
-} vt__oom_inside;
 
 #define VT__OOM_INSIDE_SHOWN 3
 
@@ -68,7 +58,7 @@ typedef struct vt__oom_site {
     /* the libraries' lines under it that made the most (a framework's,
      * called by this line: `trainer.train()`), the largest first; how many
      * lines there were, shown or not */
-    vt__oom_inside inside[VT__OOM_INSIDE_SHOWN];
+    vt__report_inside inside[VT__OOM_INSIDE_SHOWN];
     uint32_t ninside;
     uint32_t tensor;           /* string: the largest one's tensor name (track()), 0 */
     uint64_t flagged_bytes;    /* of them, alive after their last use (check) */

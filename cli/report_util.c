@@ -11,6 +11,8 @@
 #include "report_util.h"
 #include "event_stream.h"
 #include "pytorch.h"
+#include "grow.h"
+#include "u64map.h"
 
 int vt__report_load(const char *cmd, const char *path, vt__snapshot_data **s, vt__timeline **tl)
 {
@@ -254,6 +256,64 @@ const vt__frame *vt__report_library_frame(const vt__snapshot_data *s, uint32_t i
             return vt__snapshot_user_frame(s, id) ? fr[i] : NULL;
     }
     return NULL;
+}
+
+uint64_t vt__report_frame_key(const vt__snapshot_data *s, const vt__frame *f)
+{
+    if (!f)
+        return 0;
+    if (f->file)   /* one line of one file, however many frames name it */
+        return vt__mix64((uint64_t)f->file << 32 | f->line) ^ f->function;
+    return vt__mix64(f->ip ^ ((uint64_t)f->module << 48)) + (uint64_t)(f - s->frames) + 1;
+}
+
+vt__report_inside vt__report_inside_of(const vt__snapshot_data *s, uint32_t id, uint64_t bytes)
+{
+    const vt__frame *ws = vt__report_library_workspace(s, id);
+    return (vt__report_inside){ .frame = ws ? ws : vt__report_library_frame(s, id),
+                                .workspace = ws != NULL, .bytes = bytes, .count = 1 };
+}
+
+static int cmp_inside(const void *a, const void *b)
+{
+    const vt__report_inside *x = a, *y = b;
+    return vt__report_cmp_bytes(x->bytes, x->frame->line, y->bytes, y->frame->line);
+}
+
+int vt__report_sum_inside(const vt__snapshot_data *s, const vt__report_inside *items, size_t n,
+                          vt__report_inside *out, size_t max, uint32_t *nlines)
+{
+    vt__u64map at = { 0 };
+    vt__report_inside *all = NULL;
+    size_t nall = 0, cap = 0;
+    int rc = -ENOMEM;
+    if (vt__u64map_init(&at, 16))
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i].frame)
+            continue;
+        uint64_t key = vt__report_frame_key(s, items[i].frame);
+        uint32_t x = vt__u64map_get(&at, key);
+        if (x == VT__U64MAP_NONE) {
+            vt__report_inside *in = vt__grow_push((void **)&all, &cap, &nall, sizeof *all);
+            if (!in || vt__u64map_put(&at, key, (uint32_t)(nall - 1)))
+                goto out;
+            x = (uint32_t)(nall - 1);
+            *in = (vt__report_inside){ .frame = items[i].frame, .workspace = items[i].workspace };
+        }
+        all[x].bytes += items[i].bytes;
+        all[x].count += items[i].count;
+    }
+    if (nall)
+        qsort(all, nall, sizeof *all, cmp_inside);
+    for (size_t i = 0; i < nall && i < max; i++)
+        out[i] = all[i];
+    *nlines = (uint32_t)nall;
+    rc = 0;
+out:
+    free(all);
+    vt__u64map_free(&at);
+    return rc;
 }
 
 #define SOURCE_TEXT_MAX 60   /* characters of a source line in a site's name */

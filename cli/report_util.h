@@ -115,6 +115,29 @@ const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id);
  * calls torch directly, or the stack has no line of the program. */
 const vt__frame *vt__report_library_frame(const vt__snapshot_data *s, uint32_t id);
 
+/* A line as a key: one line of one file, however many frames name it (a
+ * native frame: itself); 0 for NULL. */
+uint64_t vt__report_frame_key(const vt__snapshot_data *s, const vt__frame *f);
+
+/* What a library made under a line of the program: the library's line
+ * (vt__report_library_frame) or, for a library's own workspace, the frame
+ * that made it (vt__report_library_workspace), with bytes and allocations. */
+typedef struct vt__report_inside {
+    const vt__frame *frame;     /* NULL: the program's line called torch itself */
+    bool workspace;
+    uint64_t bytes;
+    uint32_t count;
+} vt__report_inside;
+
+/* Stack `id`'s, for one allocation of `bytes`. */
+vt__report_inside vt__report_inside_of(const vt__snapshot_data *s, uint32_t id, uint64_t bytes);
+
+/* items[0..n) summed by line (vt__report_frame_key), the largest first: the
+ * first `max` in out[], how many lines in *nlines (those without a frame
+ * left out). @return 0 or -ENOMEM. */
+int vt__report_sum_inside(const vt__snapshot_data *s, const vt__report_inside *items, size_t n,
+                          vt__report_inside *out, size_t max, uint32_t *nlines);
+
 /* A site's short name, one line, as compare lists sites across ranks: the
  * Python source line as the file reads now with the file's base name,
  * "recv = torch.empty(n) (stage.py:41)", where it can be read; else

@@ -251,6 +251,10 @@ def test_what_a_framework_made_under_the_programs_line_is_named_by_the_framework
     assert re.search(rf"made under evaluate .*oom_prog\.py:{line} .*by _concatenate "
                      rf".*minitrainer\.py:{concat}\b", most), err[-3000:]
     assert err.index("  most of what was alive:") < err.index("  fixes that fit"), err[-3000:]
+    # and summary's call sites at the peak, the same way
+    rc, out, _ = run([CLI, "summary", snap])
+    assert rc == 0 and re.search(rf"evaluate .*oom_prog\.py:{line} .*\n\s+inside it, most by a "
+                                 rf"library: .* _concatenate .*minitrainer\.py:{concat}\b", out), out
     # a program calling torch alone has no such lines
     snap2, err2 = recorded_oom(tmp_path, "leak")
     assert "most of what was alive" not in err2, err2[-3000:]
