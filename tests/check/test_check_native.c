@@ -854,4 +854,75 @@ TEST(a_trace_without_marks_is_stepped_by_the_ends_of_its_backward_passes)
     synth_fini(&y);
 }
 
+/* A backward pass's block, made by the autograd engine's thread under the
+ * program's `loss.backward()` at train.py's line `line` (the recorder puts
+ * the calling thread's Python frames under the engine's). */
+static uint32_t backward_at(synth *y, uint32_t line)
+{
+    uint32_t st = synth_stack(y, "at::native::mm_out", "MmBackward0::apply",
+                              "torch::autograd::Engine::evaluate_function",
+                              "torch::autograd::Engine::thread_main", "backward", "<module>", NULL);
+    const vt__frame *f[6];
+    vt__snapshot_stack_frames(&y->s, st, f, 6);
+    static const char *const files[] = { "/venv/lib/python3.11/site-packages/torch/_tensor.py",
+                                         "train.py" };
+    uint32_t python = synth_str(y, "python");
+    for (size_t i = 4; i < 6; i++) {
+        vt__frame *w = &y->s.frames[f[i] - y->s.frames];
+        w->ip = w->module_offset = 0;
+        w->module = python;
+        w->file = synth_str(y, files[i - 4]);
+        w->line = i == 5 ? line : 623;
+    }
+    return st;
+}
+
+/* A GAN's loop stepped by hand (pytorch/examples' DCGAN's, its optimizers'
+ * steps done by hand): each step the discriminator's backward on a real
+ * batch (train.py:30), then on a fake one (train.py:31), both into its
+ * gradients, then the generator's (train.py:32); each model's gradients are
+ * made by its first backward and kept until its zero_grad in the next step.
+ * One step is one pass of each line: the ends of one line's passes step it
+ * (the line that ran the most, of a tie the one whose passes came last: the
+ * generator's, as an optimizer's step would end it), and the gradients live
+ * from a step into the next, as under an optimizer's marks. Stepped at
+ * every pass, the discriminator's outlived the steps of the two passes
+ * after its own: a finding in a clean loop. */
+TEST(a_loop_of_three_backward_passes_a_step_is_stepped_by_one_of_its_lines)
+{
+    synth y;
+    synth_init(&y);
+    static const char *const files[] = { "train.py" };
+    uint32_t fwd[3], bwd[3];
+    for (uint32_t k = 0; k < 3; k++) {
+        fwd[k] = synth_stack(&y, "<module>", NULL);
+        as_python(&y, fwd[k], files, (uint32_t[]){ 20 + k });
+        bwd[k] = backward_at(&y, 30 + k);
+    }
+    const uint64_t act = 0x7f0000000000ull, tmp = 0x7f1000000000ull, grad = 0x7f2000000000ull;
+    const uint64_t apart = 0x100000000ull;
+    for (int i = 0; i < 8; i++)
+        for (uint64_t k = 0; k < 3; k++) {
+            uint64_t model = k == 2;   /* 0: the discriminator, 1: the generator */
+            synth_tick(&y, 50000000);
+            if (i && k != 1)
+                synth_free(&y, grad + model * apart);   /* zero_grad */
+            synth_alloc(&y, act + k * apart, 4 * MiB, fwd[k]);
+            synth_alloc(&y, tmp + k * apart, 4 * MiB, bwd[k]);
+            synth_free(&y, tmp + k * apart);
+            if (k != 1)
+                synth_alloc(&y, grad + model * apart, 2 * MiB, bwd[k]);
+            synth_free(&y, act + k * apart);
+        }
+    synth_tick(&y, 50000000);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->steps_inferred, 1);
+    ASSERT_EQ(r->nfindings, 0);
+    /* one a step: the ends of line 32's passes, the last one's not seen
+     * (nothing was allocated after it) */
+    ASSERT_EQ(r->nmarks, 7);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

@@ -193,7 +193,10 @@ void vt__tl_builder_free(struct builder *b)
     free(b->gaps);
     free(b->after_event);
     free(b->backward_memo);
+    free(b->end_lines);
+    free(b->pass_lines);
     b->backward_memo = NULL;
+    b->end_lines = b->pass_lines = NULL;
     b->lv = NULL;
 }
 
@@ -235,6 +238,8 @@ int vt__timeline_build(const vt__snapshot_data *s, vt__timeline **out, char *err
     if ((rc = vt__tl_merge_state(&b)) || (rc = vt__tl_reorder(&b)) ||
         (rc = collect_streams(&b)) || (rc = vt__tl_build_curves(&b)) ||
         (rc = vt__tl_build_addr_index(&b)))
+        goto fail;
+    if ((rc = vt__tl_backward_steps(&b)))
         goto fail;
     vt__tl_mark_inherited(&b);
     if ((rc = vt__passthrough_build(s, tl->fork_seq, &tl->passthrough, &tl->npassthrough))) {

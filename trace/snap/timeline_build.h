@@ -70,6 +70,10 @@ struct builder {
     uint8_t *backward_memo;
     size_t bcap;
     int in_backward;
+    uint64_t *pass_lines;   /* each pass's: the program's line that ran it */
+    size_t npasses, plcap;
+    uint64_t *end_lines;    /* each of tl->backward_ends': its pass's line */
+    size_t elcap;
 };
 
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)
@@ -112,6 +116,9 @@ struct tl_delta {
  * b->prev and, streamed, what it resolved (vt__tl_retire retires it).
  * @return 0 or -ENOMEM with the message in b->err. */
 int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei);
+/* At the end of a build: tl->backward_ends keeps the ends of the passes of
+ * one line of the program, the line that ran the most (timeline_match.c). */
+int vt__tl_backward_steps(struct builder *b);
 /* Retire what the last matched event resolved (streamed build). */
 int vt__tl_retire(struct builder *b);
 /* After the last event: the allocator state and the fates of what is left

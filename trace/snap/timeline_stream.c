@@ -501,6 +501,8 @@ int vt__timeline_build_stream_hooked(const vt__snapshot_data *s, vt__event_strea
     }
     if ((rc = vt__tl_build_addr_index(&b)))
         goto fail;
+    if ((rc = vt__tl_backward_steps(&b)))
+        goto fail;
     vt__tl_mark_inherited(&b);
     vt__passthrough_finish(&um, tl->fork_seq, &tl->passthrough, &tl->npassthrough);
     vt__u64map_free(&left);
