@@ -741,9 +741,9 @@ static vt__check_report *evaluation_loop_stepped(synth *y, int iters, int layers
             synth_step_mark(y, i);
         for (uint32_t l = 0; l < 2; l++)
             synth_alloc(y, 0x7f0000000000ull + l * 0x1000000ull, 2 * MiB, train[l]);
-        if (by_hand) {
+        if (by_hand) {   /* its temporary, made and freed by the engine's thread */
             synth_alloc(y, 0x7f8000000000ull, 2 * MiB, backward);
-            synth_free(y, 0x7f8000000000ull);
+            SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = 0x7f8000000000ull, .stack = backward);
         }
         for (uint32_t l = 0; l < 2; l++)
             synth_free(y, 0x7f0000000000ull + l * 0x1000000ull);
@@ -834,7 +834,7 @@ TEST(a_trace_without_marks_is_stepped_by_the_ends_of_its_backward_passes)
     const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
     ASSERT_EQ(f->loop_visits, 5);
     ASSERT_EQ(f->nallocs, 15);
-    assert_rendered_says(r, &y, 0, ", 5 marks (the ends of its backward passes: the program "
+    assert_rendered_says(r, &y, 0, ", 5 marks (the steps its backward passes tell: the program "
                                    "marked no step and made no optimizer step),");
     assert_rendered_says(r, &y, 1, "\"steps_inferred\":true,\"marks\":5,");
     vt__check_report_free(r);
@@ -877,49 +877,82 @@ static uint32_t backward_at(synth *y, uint32_t line)
     return st;
 }
 
-/* A GAN's loop stepped by hand (pytorch/examples' DCGAN's, its optimizers'
- * steps done by hand): each step the discriminator's backward on a real
- * batch (train.py:30), then on a fake one (train.py:31), both into its
- * gradients, then the generator's (train.py:32); each model's gradients are
- * made by its first backward and kept until its zero_grad in the next step.
- * One step is one pass of each line: the ends of one line's passes step it
- * (the line that ran the most, of a tie the one whose passes came last: the
- * generator's, as an optimizer's step would end it), and the gradients live
- * from a step into the next, as under an optimizer's marks. Stepped at
- * every pass, the discriminator's outlived the steps of the two passes
- * after its own: a finding in a clean loop. */
-TEST(a_loop_of_three_backward_passes_a_step_is_stepped_by_one_of_its_lines)
+/* A loop stepped by hand (no marks): each step, for each model k, its
+ * zero_grad (train.py:40+k: its gradients released), then `passes[k]`
+ * forwards (train.py:20+j) and backward passes (train.py:30+j, j counting
+ * the step's passes; where `one_line`, every pass of model k at
+ * train.py:30+k: micro-batches in a loop), the first of them making the
+ * model's gradients, kept until its next zero_grad. A backward pass's
+ * temporaries are made and freed by the engine's thread. */
+static vt__check_report *loop_by_hand(synth *y, int models, const int *passes, int one_line)
 {
-    synth y;
-    synth_init(&y);
+    synth_init(y);
     static const char *const files[] = { "train.py" };
-    uint32_t fwd[3], bwd[3];
-    for (uint32_t k = 0; k < 3; k++) {
-        fwd[k] = synth_stack(&y, "<module>", NULL);
-        as_python(&y, fwd[k], files, (uint32_t[]){ 20 + k });
-        bwd[k] = backward_at(&y, 30 + k);
+    uint32_t fwd[8], bwd[8], zero[2];
+    for (uint32_t j = 0; j < 8; j++) {
+        fwd[j] = synth_stack(y, "<module>", NULL);
+        as_python(y, fwd[j], files, (uint32_t[]){ 20 + j });
+        bwd[j] = backward_at(y, 30 + j);
+    }
+    for (uint32_t k = 0; k < 2; k++) {
+        zero[k] = synth_stack(y, "zero_grad", "<module>", NULL);
+        as_python(y, zero[k], (const char *const[]){ "/venv/lib/python3.11/site-packages/torch/"
+                                                     "nn/modules/module.py", "train.py" },
+                  (uint32_t[]){ 2900, 40 + k });
     }
     const uint64_t act = 0x7f0000000000ull, tmp = 0x7f1000000000ull, grad = 0x7f2000000000ull;
     const uint64_t apart = 0x100000000ull;
-    for (int i = 0; i < 8; i++)
-        for (uint64_t k = 0; k < 3; k++) {
-            uint64_t model = k == 2;   /* 0: the discriminator, 1: the generator */
-            synth_tick(&y, 50000000);
-            if (i && k != 1)
-                synth_free(&y, grad + model * apart);   /* zero_grad */
-            synth_alloc(&y, act + k * apart, 4 * MiB, fwd[k]);
-            synth_alloc(&y, tmp + k * apart, 4 * MiB, bwd[k]);
-            synth_free(&y, tmp + k * apart);
-            if (k != 1)
-                synth_alloc(&y, grad + model * apart, 2 * MiB, bwd[k]);
-            synth_free(&y, act + k * apart);
+    for (int i = 0; i < 8; i++) {
+        uint32_t j = 0;
+        for (int k = 0; k < models; k++) {
+            synth_tick(y, 50000000);
+            if (i)
+                SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = grad + k * apart, .stack = zero[k]);
+            for (int p = 0; p < passes[k]; p++, j++) {
+                uint32_t back = bwd[one_line ? (uint32_t)k : j];
+                synth_alloc(y, act + j * apart, 4 * MiB, fwd[j]);
+                synth_alloc(y, tmp + j * apart, 4 * MiB, back);
+                SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = tmp + j * apart, .stack = back);
+                if (!p)
+                    synth_alloc(y, grad + k * apart, 2 * MiB, back);
+                synth_free(y, act + j * apart);
+            }
         }
-    synth_tick(&y, 50000000);
-    vt__check_report *r = check(&y, NULL);
+    }
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* A GAN's loop stepped by hand (pytorch/examples' DCGAN's, its optimizers'
+ * steps done by hand): each step the discriminator's backward on a real
+ * batch, then on a fake one, both into its gradients, then the generator's;
+ * each model's gradients kept until its zero_grad in the next step. A step
+ * ends where an optimizer's would: where the gradients are released, at
+ * one of the two zero_grad lines (of a tie, the one that came last); the
+ * gradients live from a step into the next, as under an optimizer's marks.
+ * Stepped at every release (or every pass), the discriminator's outlived
+ * the generator's half: a finding in a clean loop (28 on DCGAN's). */
+TEST(a_loop_of_two_models_stepped_by_hand_is_stepped_where_one_releases_its_gradients)
+{
+    synth y;
+    vt__check_report *r = loop_by_hand(&y, 2, (const int[]){ 2, 1 }, 0);
     ASSERT_EQ(r->steps_inferred, 1);
     ASSERT_EQ(r->nfindings, 0);
-    /* one a step: the ends of line 32's passes, the last one's not seen
-     * (nothing was allocated after it) */
+    ASSERT_EQ(r->nmarks, 7);   /* the generator's zero_grad from the second step on */
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+/* Gradients accumulated over four micro-batches' passes (one line, a loop's),
+ * the parameters stepped by hand once they are in: the zero_grad that
+ * releases them ends the step, not each pass (the gradients would outlive
+ * three). */
+TEST(gradients_accumulated_over_passes_by_hand_are_one_step)
+{
+    synth y;
+    vt__check_report *r = loop_by_hand(&y, 1, (const int[]){ 4 }, 1);
+    ASSERT_EQ(r->steps_inferred, 1);
+    ASSERT_EQ(r->nfindings, 0);
     ASSERT_EQ(r->nmarks, 7);
     vt__check_report_free(r);
     synth_fini(&y);

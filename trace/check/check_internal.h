@@ -189,7 +189,7 @@ typedef struct ck_model {
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
-    /* The marks are the ends of the backward passes (tl->backward_ends),
+    /* The marks are the steps the backward passes tell (tl->backward_steps),
      * added by pass 1 where the program marked no step (vt__ck_model_build) */
     uint8_t steps_inferred;
     /* The time of every free the program asked for from free_time_from

@@ -755,9 +755,9 @@ static int walk_events(ck_model *m, walk *w)
     while (rc == 0 && (rc = vt__event_stream_next(m->es, &e)) == 1) {
         if (i && e.seq <= w->last_seq && !m->keep_all)
             return CK_UNORDERED;
-        for (; m->steps_inferred && inferred < w->tl->nbackward_ends &&
-               w->tl->backward_ends[inferred].event <= i; inferred++) {
-            const vt__tl_mark *b = &w->tl->backward_ends[inferred];
+        for (; m->steps_inferred && inferred < w->tl->nbackward_steps &&
+               w->tl->backward_steps[inferred].event <= i; inferred++) {
+            const vt__tl_mark *b = &w->tl->backward_steps[inferred];
             if (on_mark(m, &(vt__event){ .kind = VT_EV_MARK, .seq = b->seq, .time_ns = b->time_ns }) < 0)
                 return vt__errf(m->err, m->errlen, -ENOMEM, "check: out of memory");
         }

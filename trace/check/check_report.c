@@ -537,8 +537,8 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         fprintf(f, "; pinned: views covering < %g%%", r->pinned_ratio * 100);
     fprintf(f, "\n  %zu storages, %zu tensors, %zu holders, %zu refs, %zu marks%s, %.3f s traced",
             r->nstorages, r->ntensors, r->nholders, r->nrefs, r->nmarks,
-            r->steps_inferred ? " (the ends of its backward passes: the program marked no step "
-                                "and made no optimizer step)" : "",
+            r->steps_inferred ? " (the steps its backward passes tell: the program marked no "
+                                "step and made no optimizer step)" : "",
             rel_s(r, r->end_time_ns));
     if (r->nignored)
         fprintf(f, ", %zu ignored", r->nignored);

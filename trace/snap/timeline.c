@@ -192,11 +192,7 @@ void vt__tl_builder_free(struct builder *b)
     free(b->kept);
     free(b->gaps);
     free(b->after_event);
-    free(b->backward_memo);
-    free(b->end_lines);
-    free(b->pass_lines);
-    b->backward_memo = NULL;
-    b->end_lines = b->pass_lines = NULL;
+    vt__tl_backward_free_state(&b->backward);
     b->lv = NULL;
 }
 
@@ -265,7 +261,7 @@ void vt__timeline_free(vt__timeline *tl)
         free(tl->devices[i].points);
     free(tl->devices);
     free(tl->marks);
-    free(tl->backward_ends);
+    free(tl->backward_steps);
     free(tl->streams);
     free(tl->event_owner);
     free(tl->by_addr);
@@ -310,14 +306,6 @@ int vt__lifetime_allocated_at(const vt__lifetime *l, uint32_t ev)
     if (l->release_event == VT_TL_NONE)
         return 1;
     return (int64_t)l->release_event > e;
-}
-
-const vt__tl_mark *vt__timeline_steps(const vt__timeline *tl, size_t *n, bool *inferred)
-{
-    *inferred = !tl->nmarks && !tl->kind_counts[VT_EV_TENSOR_NEW] &&
-                tl->nbackward_ends >= VT_TL_INFERRED_STEPS_MIN;
-    *n = *inferred ? tl->nbackward_ends : tl->nmarks;
-    return *inferred ? tl->backward_ends : tl->marks;
 }
 
 const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uint32_t ev)

@@ -191,12 +191,14 @@ typedef struct vt__timeline {
     vt__segment_span *segments;   size_t nsegments;  /* same ordering rule */
     vt__tl_device *devices;       size_t ndevices;    /* sorted by ordinal */
     vt__tl_mark *marks;           size_t nmarks;     /* in event order */
-    /* Where each backward pass ended: the first allocation after a run of
-     * the autograd engine's (vt__snapshot_stack_in_backward), label 0. A
-     * trace the program marked no step of is stepped by them (a training
+    /* The steps the backward passes tell (timeline_steps.c), label 0: where
+     * the program released its gradients after a pass (a zero_grad), else
+     * where each pass ended (the first allocation after the autograd
+     * engine's), those of one line of the program. A trace the program
+     * marked no step of is stepped by them (vt__timeline_steps: a training
      * loop that updates its parameters by hand makes no optimizer step for
-     * `vramtrace run` to mark: check.c). */
-    vt__tl_mark *backward_ends;   size_t nbackward_ends;
+     * `vramtrace run` to mark). */
+    vt__tl_mark *backward_steps;  size_t nbackward_steps;
     uint64_t *streams;           size_t nstreams;    /* backing store of lifetimes' streams */
 
     /* For each event index: the lifetime (ALLOC, FREE_REQUESTED,
@@ -387,7 +389,7 @@ const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uin
 /* The steps of the trace, as `check` judges them and the page draws them:
  * its marks; or, where it has none and no tensors were recorded but
  * VT_TL_INFERRED_STEPS_MIN backward passes or more, their ends
- * (tl->backward_ends: a training loop that steps its parameters by hand
+ * (tl->backward_steps: a training loop that steps its parameters by hand
  * makes no optimizer step for `vramtrace run` to mark; under track() the
  * holder walks run at marks, which these are not). *n: how many; *inferred:
  * whether they are the backward passes' ends. */

@@ -31,6 +31,26 @@ struct tl_gap_event {
     uint64_t seq, time_ns;
 };
 
+/* A candidate step of a trace without marks, and the line of the program
+ * that made it (timeline_steps.c). */
+struct tl_step_at {
+    vt__tl_mark at;
+    uint64_t line;
+};
+
+/* What the backward passes tell of a trace's steps, as the build goes. */
+struct tl_backward {
+    uint8_t *memo;          /* each stack node: in a backward pass? (vt__snapshot_stack_in_backward) */
+    int in_pass;            /* the last allocation was a backward pass's */
+    size_t passes;          /* passes begun since the last release */
+    uint64_t line;          /* the pass under way's line */
+    vt__tl_mark last_end;   /* where the last pass ended (event VT_TL_NONE: none yet) */
+    /* the ends of the last pass before each release of gradients, with the
+     * release's line, and each pass's end, with the pass's: candidates */
+    struct tl_step_at *releases, *ends;
+    size_t nreleases, cap_releases, nends, cap_ends;
+};
+
 struct builder {
     const vt__snapshot_data *s;
     vt__timeline *tl;
@@ -64,16 +84,7 @@ struct builder {
     void (*on_retire)(void *ctx, const vt__lifetime *l);
     void (*on_mark)(void *ctx, const vt__tl_mark *m);   /* each MARK, as matched */
     void *retire_ctx;   /* both hooks' */
-    /* backward passes (tl->backward_ends): each stack node's answer
-     * (vt__snapshot_stack_in_backward), and whether the last allocation
-     * was a backward pass's */
-    uint8_t *backward_memo;
-    size_t bcap;
-    int in_backward;
-    uint64_t *pass_lines;   /* each pass's: the program's line that ran it */
-    size_t npasses, plcap;
-    uint64_t *end_lines;    /* each of tl->backward_ends': its pass's line */
-    size_t elcap;
+    struct tl_backward backward;   /* the steps its passes tell (timeline_steps.c) */
 };
 
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)
@@ -116,9 +127,14 @@ struct tl_delta {
  * b->prev and, streamed, what it resolved (vt__tl_retire retires it).
  * @return 0 or -ENOMEM with the message in b->err. */
 int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei);
-/* At the end of a build: tl->backward_ends keeps the ends of the passes of
- * one line of the program, the line that ran the most (timeline_match.c). */
+/* timeline_steps.c: the steps a trace's backward passes tell. At an
+ * allocation (a pass begins or ends), at a free (of a pass's block, on the
+ * program's thread: its gradients released), and at the end of the build
+ * (tl->backward_steps chosen); the state freed. */
+int vt__tl_backward_alloc(struct builder *b, const vt__event *e, uint32_t ei);
+int vt__tl_backward_free(struct builder *b, const vt__event *e, uint32_t ei, const vt__lifetime *l);
 int vt__tl_backward_steps(struct builder *b);
+void vt__tl_backward_free_state(struct tl_backward *bw);
 /* Retire what the last matched event resolved (streamed build). */
 int vt__tl_retire(struct builder *b);
 /* After the last event: the allocator state and the fates of what is left

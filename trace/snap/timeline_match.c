@@ -131,85 +131,6 @@ static void retire_if_done(struct builder *b, uint32_t idx, int displaced)
 }
 
 /* Match one event into lifetimes and segment spans. */
-/* The program's line that ran stack `id`'s backward pass (its
- * `loss.backward()`: the recorder puts the calling thread's Python frames
- * under the engine thread's), as a key; 0: none. */
-static uint64_t pass_line(const vt__snapshot_data *s, uint32_t id)
-{
-    const vt__frame *f = vt__snapshot_user_frame(s, id);
-    return f ? (uint64_t)f->file << 32 | f->line : 0;
-}
-
-/* An allocation: the end of a backward pass when the one before was a
- * backward pass's and this one is not (tl->backward_ends), with the line
- * that ran the pass. */
-static int follow_backward(struct builder *b, const vt__event *e, uint32_t ei)
-{
-    const vt__snapshot_data *s = b->s;
-    if (!b->backward_memo && s->nstack_nodes && !(b->backward_memo = calloc(s->nstack_nodes, 1)))
-        return -ENOMEM;
-    bool backward = vt__snapshot_stack_in_backward(s, e->stack, b->backward_memo);
-    if (backward && !b->in_backward) {
-        if (vt__grow((void **)&b->pass_lines, &b->plcap, b->npasses + 1, sizeof *b->pass_lines))
-            return -ENOMEM;
-        b->pass_lines[b->npasses++] = pass_line(s, e->stack);
-    }
-    if (!backward && b->in_backward) {
-        vt__timeline *tl = b->tl;
-        if (vt__grow((void **)&tl->backward_ends, &b->bcap, tl->nbackward_ends + 1,
-                     sizeof *tl->backward_ends) ||
-            vt__grow((void **)&b->end_lines, &b->elcap, tl->nbackward_ends + 1, sizeof *b->end_lines))
-            return -ENOMEM;
-        b->end_lines[tl->nbackward_ends] = b->pass_lines[b->npasses - 1];
-        tl->backward_ends[tl->nbackward_ends++] = (vt__tl_mark){ e->seq, e->time_ns, ei, 0 };
-    }
-    b->in_backward = backward;
-    return 0;
-}
-
-int vt__tl_backward_steps(struct builder *b)
-{
-    /* A step of a loop that takes several backward passes (a GAN's
-     * discriminator's two and its generator's; a gradient penalty's
-     * autograd.grad beside the loss's backward) is one pass of each of
-     * their lines: the steps are the ends of one line's passes, the line
-     * that ran the most, of those that tie the one whose passes came last
-     * (the loop's last backward: its step ends where an optimizer's would,
-     * after every update). Split at every pass, what lives from one pass to
-     * the same pass of the next step (the gradients until the next
-     * zero_grad) outlived steps: a finding in a clean loop. */
-    vt__timeline *tl = b->tl;
-    if (tl->nbackward_ends < 2)
-        return 0;
-    vt__u64map count = { 0 };
-    if (vt__u64map_init(&count, 16))
-        return tl_fail(b, -ENOMEM, "timeline: out of memory");
-    /* counted by the passes that began (the last one's end may not be seen) */
-    uint32_t most = 0;
-    for (size_t i = 0; i < b->npasses; i++) {
-        uint32_t c = vt__u64map_get(&count, b->pass_lines[i]);
-        c = c == VT__U64MAP_NONE ? 1 : c + 1;
-        if (vt__u64map_put(&count, b->pass_lines[i], c)) {
-            vt__u64map_free(&count);
-            return tl_fail(b, -ENOMEM, "timeline: out of memory");
-        }
-        most = c > most ? c : most;
-    }
-    uint64_t best = 0;
-    for (size_t i = b->npasses; i-- > 0;)
-        if (vt__u64map_get(&count, b->pass_lines[i]) == most) {
-            best = b->pass_lines[i];
-            break;
-        }
-    vt__u64map_free(&count);
-    size_t n = 0;
-    for (size_t i = 0; i < tl->nbackward_ends; i++)
-        if (b->end_lines[i] == best)
-            tl->backward_ends[n++] = tl->backward_ends[i];
-    tl->nbackward_ends = n;
-    return 0;
-}
-
 int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
 {
     const vt__snapshot_data *s = b->s;
@@ -229,7 +150,7 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     switch (e->kind) {
     case VT_EV_ALLOC: {
-        if (follow_backward(b, e, ei))
+        if (vt__tl_backward_alloc(b, e, ei))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
         if (prev != VT_TL_NONE) {
@@ -289,6 +210,8 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         l->free_time_ns = e->time_ns;
         l->free_stack = e->stack;
         l->free_event = ei;
+        if (vt__tl_backward_free(b, e, ei, l))
+            return tl_fail(b, -ENOMEM, "timeline: out of memory");
         release(l, e, ei);   /* the program freed it: no longer allocated */
         if (e->aux)
             l->flags |= VT_LT_PENDING_FREE;
