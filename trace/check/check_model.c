@@ -592,8 +592,8 @@ static int add_mark(ck_model *m, const vt__event *e)
     return 0;
 }
 
-/* A mark (or a backward pass's end, where the steps are inferred): it ends
- * the loop look's run of frees and begins a step. */
+/* A mark (or a step the backward passes tell, where the program marked
+ * none): it ends the loop look's run of frees and begins a step. */
 static int on_mark(ck_model *m, const vt__event *e)
 {
     if (m->loops && vt__ck_loop_boundary(m) < 0)
@@ -751,7 +751,7 @@ static int walk_events(ck_model *m, walk *w)
     vt__event e;
     int rc = vt__event_stream_rewind(m->es);
     uint32_t i = 0;
-    size_t inferred = 0;   /* the next backward pass's end, where they are the marks */
+    size_t inferred = 0;   /* the next step the backward passes tell, where they are the marks */
     while (rc == 0 && (rc = vt__event_stream_next(m->es, &e)) == 1) {
         if (i && e.seq <= w->last_seq && !m->keep_all)
             return CK_UNORDERED;
@@ -945,8 +945,8 @@ int vt__ck_model_build(ck_model *m)
     int tensors = tl->kind_counts[VT_EV_TENSOR_NEW] != 0;
     /* A trace the program marked no step of, whose backward passes tell its
      * steps (pytorch/examples' word_language_model steps its parameters by
-     * hand): the end of each pass begins a step, as a mark would, for every
-     * rule (pass 1 adds them: walk_events). */
+     * hand; trace/snap/timeline_steps.c): each begins a step, as a mark
+     * would, for every rule (pass 1 adds them: walk_events). */
     size_t nmarks;
     bool inferred;
     const vt__tl_mark *marks = vt__timeline_steps(tl, &nmarks, &inferred);

@@ -382,17 +382,17 @@ int vt__lifetime_allocated_at(const vt__lifetime *l, uint32_t ev);
  * tl->nevents - 1 or more: at the snapshot). NULL if none. O(log n + k). */
 const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uint32_t ev);
 
-/* The fewest backward passes that step a trace without marks (one is a
- * gradient taken once, not a loop). */
+/* The fewest steps the backward passes must tell to step a trace without
+ * marks (one pass is a gradient taken once, not a loop). */
 #define VT_TL_INFERRED_STEPS_MIN 2
 
 /* The steps of the trace, as `check` judges them and the page draws them:
- * its marks; or, where it has none and no tensors were recorded but
- * VT_TL_INFERRED_STEPS_MIN backward passes or more, their ends
- * (tl->backward_steps: a training loop that steps its parameters by hand
- * makes no optimizer step for `vramtrace run` to mark; under track() the
- * holder walks run at marks, which these are not). *n: how many; *inferred:
- * whether they are the backward passes' ends. */
+ * its marks; or, where it has none and no tensors were recorded, the
+ * steps its backward passes tell, VT_TL_INFERRED_STEPS_MIN or more
+ * (tl->backward_steps, timeline_steps.c: a training loop that steps its
+ * parameters by hand makes no optimizer step for `vramtrace run` to mark;
+ * under track() the holder walks run at marks, which these are not). *n:
+ * how many; *inferred: whether they are the backward passes'. */
 const vt__tl_mark *vt__timeline_steps(const vt__timeline *tl, size_t *n, bool *inferred);
 
 /* The device curve of ordinal `device`, or NULL. */
