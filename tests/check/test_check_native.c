@@ -603,6 +603,55 @@ TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensor
     }
 }
 
+/* The same kept graph where one of its lines also made short-lived blocks
+ * by the evaluation's own path (a Tanh model's output layer: its Linear's
+ * other outputs died, that layer's was kept): OUTLIER by call site claims
+ * that line's kept block, and it is a line of the graph still, so the rest
+ * of the graph is kept together at two lines. Before: that layer alone was
+ * found (125 KiB of a validation graph's 20 MiB), the cohort counted one. */
+TEST(a_line_of_a_kept_graph_found_by_its_call_site_still_counts_for_the_graph)
+{
+    synth y;
+    uint32_t train[2], eval[2];
+    two_paths(&y, 2, train, eval);
+    for (int i = 1; i <= 8; i++) {
+        synth_step_mark(&y, i);
+        if (i == 5)
+            for (uint32_t l = 0; l < 2; l++)
+                synth_free(&y, 0x7e0000000000ull + l * 0x1000000ull);
+        for (uint32_t l = 0; l < 2; l++)
+            synth_alloc(&y, 0x7f0000000000ull + l * 0x1000000ull, 2 * MiB, train[l]);
+        for (uint32_t l = 0; l < 2; l++)
+            synth_free(&y, 0x7f0000000000ull + l * 0x1000000ull);
+        if (i != 2)
+            continue;
+        for (uint64_t k = 0; k < 3; k++) {   /* the evaluation's short-lived ones at line 100 */
+            synth_alloc(&y, 0x7d0000000000ull + k * 0x1000000ull, MiB, eval[0]);
+            synth_free(&y, 0x7d0000000000ull + k * 0x1000000ull);
+        }
+        for (uint32_t l = 0; l < 2; l++)
+            synth_alloc(&y, 0x7e0000000000ull + l * 0x1000000ull, MiB, eval[l]);
+    }
+    synth_tick(&y, 50000000);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    const vt__check_finding *site = NULL, *graph = NULL;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        ASSERT_EQ(r->findings[i].rule, VT_CHECK_RULE_OUTLIER);
+        if (r->findings[i].kept_lines)
+            graph = &r->findings[i];
+        else
+            site = &r->findings[i];
+    }
+    ASSERT(site && graph);
+    ASSERT_EQ(site->alloc_stack, eval[0]);
+    ASSERT_EQ(graph->kept_lines, 2);
+    ASSERT_EQ(graph->nallocs, 1);   /* line 101's: line 100's is the other finding's */
+    ASSERT_EQ(graph->alloc_stack, eval[1]);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* Eight marked steps, each training at `nlines` lines of a model (a block
  * each, freed within the step) and evaluating at the same lines by another
  * path (a block each, freed). At the lines in the mask `eval_keeps` the

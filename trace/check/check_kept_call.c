@@ -15,7 +15,9 @@
  * A cohort is the candidates made in one step and freed in one step (each a
  * complete step at least later); one with KEPT_MIN_LINES lines or more is a
  * finding. A line is a block's innermost Python frame, the program's or a
- * library's. Two lines at least, not one: a call's result alone kept
+ * library's. A member OUTLIER by call site found already (a graph's output
+ * layer, whose other outputs by the same call died) is a line of the cohort
+ * still, its block left to that finding. Two lines at least, not one: a call's result alone kept
  * (predictions gathered for a metric, on purpose) is one line; a graph
  * keeps its input and what its layers saved (an nn.Sequential of Linear and
  * ReLU keeps the batch and each ReLU's output: two lines, torch's relu and
@@ -82,6 +84,8 @@ typedef struct cand {
     uint32_t from, to;   /* the step it was made in, the one it was freed in */
     uint64_t line;
     uint32_t st;
+    uint8_t claimed;     /* already OUTLIER's by call site: a line of its cohort,
+                            not one of its finding's */
 } cand;
 
 static int cmp_cand(const void *a, const void *b)
@@ -172,7 +176,11 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         goto out;
     for (size_t i = 0; i < m->nst; i++) {
         const ck_storage *st = &m->st[i];
-        if (!judged(st) || !st->freed)
+        /* one OUTLIER by call site claimed (a graph's output layer, its
+         * siblings from the same call the layers that died) is a line of the
+         * graph still: of a Tanh model's kept validation graph that layer
+         * alone was found, 125 KiB of the megabytes it kept */
+        if (!(judged(st) || (st->claimed && !st->retired)) || !st->freed)
             continue;
         uint32_t from = vt__ck_step_of(m, st->alloc_seq), to = vt__ck_step_of(m, st->free_seq);
         /* a complete step outlived, and freed in a step a mark ended: not at
@@ -189,7 +197,7 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
             continue;
         if (opt->nignore && vt__ck_ignored(m, opt, (uint32_t)i, 0) == 1)
             continue;
-        c[nc++] = (cand){ from, to, line, (uint32_t)i };
+        c[nc++] = (cand){ from, to, line, (uint32_t)i, st->claimed };
     }
     if (nc)
         qsort(c, nc, sizeof *c, cmp_cand);
@@ -198,8 +206,13 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         uint32_t lines = 1;
         for (b = a + 1; b < nc && c[b].from == c[a].from && c[b].to == c[a].to; b++)
             lines += c[b].line != c[b - 1].line;
-        if (lines >= KEPT_MIN_LINES)
-            rc = kept_finding(m, fs, &c[a], b - a, lines, idx, start);
+        /* its finding: the members no other finding has */
+        size_t n = 0;
+        for (size_t k = a; k < b; k++)
+            if (!c[k].claimed)
+                c[a + n++] = c[k];
+        if (lines >= KEPT_MIN_LINES && n)
+            rc = kept_finding(m, fs, &c[a], n, lines, idx, start);
     }
 out:
     vt__u64map_free(&shorts);
