@@ -245,19 +245,6 @@ const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id)
     return n ? fr[0] : NULL;
 }
 
-const vt__frame *vt__report_library_frame(const vt__snapshot_data *s, uint32_t id)
-{
-    const vt__frame *fr[256];
-    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
-    for (size_t i = 0; i < n && i < 256; i++) {
-        if (vt__frame_is_user_code(s, fr[i]))
-            return NULL;
-        if (vt__frame_is_library_code(s, fr[i]) && vt__frame_fold(s, fr[i]) == VT_FOLD_NEVER)
-            return vt__snapshot_user_frame(s, id) ? fr[i] : NULL;
-    }
-    return NULL;
-}
-
 uint64_t vt__report_frame_key(const vt__snapshot_data *s, const vt__frame *f)
 {
     if (!f)
@@ -270,7 +257,7 @@ uint64_t vt__report_frame_key(const vt__snapshot_data *s, const vt__frame *f)
 vt__report_inside vt__report_inside_of(const vt__snapshot_data *s, uint32_t id, uint64_t bytes)
 {
     const vt__frame *ws = vt__report_library_workspace(s, id);
-    return (vt__report_inside){ .frame = ws ? ws : vt__report_library_frame(s, id),
+    return (vt__report_inside){ .frame = ws ? ws : vt__snapshot_library_frame(s, id),
                                 .workspace = ws != NULL, .bytes = bytes, .count = 1 };
 }
 

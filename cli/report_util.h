@@ -107,20 +107,12 @@ bool vt__report_frame_folded(const vt__snapshot_data *s, const vt__frame *f, boo
  * wrappers); the innermost frame when all are; NULL for an empty stack. */
 const vt__frame *vt__report_site_frame(const vt__snapshot_data *s, uint32_t id);
 
-/* The line of a library (vt__frame_is_library_code) that made stack `id`'s
- * allocation under the program's own line (vt__snapshot_user_frame): the
- * innermost such frame between the two. What a framework did under the one
- * line of the program that called it (`trainer.evaluate()` ->
- * transformers' torch_pad_and_concatenate); NULL where the program's line
- * calls torch directly, or the stack has no line of the program. */
-const vt__frame *vt__report_library_frame(const vt__snapshot_data *s, uint32_t id);
-
 /* A line as a key: one line of one file, however many frames name it (a
  * native frame: itself); 0 for NULL. */
 uint64_t vt__report_frame_key(const vt__snapshot_data *s, const vt__frame *f);
 
 /* What a library made under a line of the program: the library's line
- * (vt__report_library_frame) or, for a library's own workspace, the frame
+ * (vt__snapshot_library_frame) or, for a library's own workspace, the frame
  * that made it (vt__report_library_workspace), with bytes and allocations. */
 typedef struct vt__report_inside {
     const vt__frame *frame;     /* NULL: the program's line called torch itself */

@@ -149,8 +149,8 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
                        u->alive ? (int64_t)-1
                                 : (int64_t)(u->free_time_ns > r->t0 ? u->free_time_ns - r->t0 : 0));
     }
-    /* the steps as `check` judges them: the marks, or the ends of the
-     * backward passes of a trace without (marks_inferred) */
+    /* the steps as `check` judges them: the marks, or the steps the
+     * backward passes of a trace without tell (marks_inferred) */
     size_t nsteps;
     bool inferred;
     const vt__tl_mark *steps = vt__timeline_steps(tl, &nsteps, &inferred);

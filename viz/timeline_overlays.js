@@ -17,9 +17,9 @@
     return text.slice(0, lo) + '\u2026';
   }
 
-  /* Mark i's label: the program's, or, where the steps are the ends of the
-   * backward passes of a run that marked none (as `check` steps it), the
-   * pass's number. */
+  /* Mark i's label: the program's, or, where the steps are those the
+   * backward passes of a run that marked none tell (as `check` steps it),
+   * the step's number. */
   function markLabel(i) {
     return meta.marks_inferred ? 'backward ' + (i + 1) : str(meta.marks[i][1]);
   }

@@ -140,8 +140,8 @@
       return seen.size;
     },
     nEvents: nE,
-    /* The marks' labels as drawn (a run that marked none: its backward
-     * passes' ends, `check`'s steps). */
+    /* The marks' labels as drawn (a run that marked none: the steps its
+     * backward passes tell, `check`'s). */
     markLabels() { return meta.marks.map((_, i) => markLabel(i)); },
     /* The OOM: its axis position and the panel's text (null without one),
      * and the client x of its marker in the last draw (null: not drawn). */

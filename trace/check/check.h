@@ -498,8 +498,8 @@ typedef struct vt__check_report {
     uint32_t grace_steps;      /* user's grace (GRACE_STEPS from options), else 0 */
     uint64_t grace_ns;         /* user's grace (GRACE_TIME from options), else 0 */
     size_t nmarks;             /* MARK events: nmarks + 1 steps */
-    uint8_t steps_inferred;    /* the program marked no step: the marks are the ends
-                                  of its backward passes (nmarks of them) */
+    uint8_t steps_inferred;    /* the program marked no step: the marks are the steps
+                                  its backward passes tell (trace/snap/timeline_steps.c) */
     size_t quiet_steps;        /* NEVER-FREED: whole steps of the usual length in the
                                   run's time after its last mark (check_clock.c) */
     uint64_t quiet_from_ns;    /* where they begin: the last mark's time */

@@ -37,14 +37,11 @@ static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const 
      * names the innermost line of a library other than torch where there
      * is one (a framework's or a model library's: transformers' lm_head
      * call, not torch's Linear.forward every model reaches). */
-    const vt__frame *inner_library = NULL, *inner_framework = NULL;
+    const vt__frame *inner_library = NULL;
     for (size_t i = 0; i < nall; i++) {
         if (user && vt__frame_is_python(s, all[i]) && !vt__frame_is_user_code(s, all[i])) {
             if (!inner_library)
                 inner_library = all[i];
-            if (!inner_framework && vt__frame_is_library_code(s, all[i]) &&
-                vt__frame_fold(s, all[i]) == VT_FOLD_NEVER)
-                inner_framework = all[i];
             continue;
         }
         if ((!py || vt__frame_is_python(s, all[i])) && n < 8)
@@ -73,8 +70,9 @@ static void print_stack(FILE *f, const vt__snapshot_data *s, uint32_t id, const 
     }
     if (n > 8)
         fprintf(f, "%s... %zu more %sframes\n", indent, n - 8, py ? "Python " : "");
-    if (inner_framework)
-        inner_library = inner_framework;
+    const vt__frame *framework = vt__snapshot_library_frame(s, id);
+    if (framework)
+        inner_library = framework;
     if (inner_library) {
         const char *fn = vt__ck_string(s, inner_library->function);
         fprintf(f, "%s(inside it: %s (%s:%u)", indent, *fn ? fn : "??",

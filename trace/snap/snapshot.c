@@ -45,6 +45,21 @@ bool vt__frame_is_library_code(const vt__snapshot_data *s, const vt__frame *f)
     return strstr(file, "/site-packages/") || strstr(file, "/dist-packages/");
 }
 
+const vt__frame *vt__snapshot_library_frame(const vt__snapshot_data *s, uint32_t id)
+{
+    const vt__frame *library = NULL;
+    for (size_t steps = 0; id != 0 && id < s->nstack_nodes && steps < s->nstack_nodes; steps++) {
+        const vt__stack_node *node = &s->stack_nodes[id];
+        const vt__frame *f = node->frame < s->nframes ? &s->frames[node->frame] : NULL;
+        if (f && vt__frame_is_user_code(s, f))
+            return library;
+        if (f && !library && vt__frame_is_library_code(s, f))
+            library = f;
+        id = node->parent;
+    }
+    return NULL;   /* no line of the program */
+}
+
 const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index)
 {
     if (!s || index >= s->nstrings || !s->string_offsets || !s->strings_blob)

@@ -205,6 +205,13 @@ bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f);
  * program. */
 bool vt__frame_is_library_code(const vt__snapshot_data *s, const vt__frame *f);
 
+/* The innermost line of a library (vt__frame_is_library_code) between
+ * stack `id`'s allocation and its innermost line of the program: what a
+ * framework did under the line that called it (`trainer.evaluate()` ->
+ * transformers' torch_pad_and_concatenate). NULL where the program's line
+ * calls torch directly, or the stack has no line of the program. */
+const vt__frame *vt__snapshot_library_frame(const vt__snapshot_data *s, uint32_t id);
+
 /* A Python frame (the recorder's, or a PyTorch snapshot's): no instruction
  * pointer, module "python". */
 bool vt__frame_is_python(const vt__snapshot_data *s, const vt__frame *f);

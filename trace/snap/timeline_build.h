@@ -44,7 +44,7 @@ struct tl_backward {
     int in_pass;            /* the last allocation was a backward pass's */
     size_t passes;          /* passes begun since the last release */
     uint64_t line;          /* the pass under way's line */
-    vt__tl_mark last_end;   /* where the last pass ended (event VT_TL_NONE: none yet) */
+    vt__tl_mark last_end;   /* where the last pass ended */
     /* the ends of the last pass before each release of gradients, with the
      * release's line, and each pass's end, with the pass's: candidates */
     struct tl_step_at *releases, *ends;
@@ -85,6 +85,8 @@ struct builder {
     void (*on_mark)(void *ctx, const vt__tl_mark *m);   /* each MARK, as matched */
     void *retire_ctx;   /* both hooks' */
     struct tl_backward backward;   /* the steps its passes tell (timeline_steps.c) */
+    int later;              /* a streamed build's later reading (its curves, its peaks):
+                               the steps are the first reading's, not followed again */
 };
 
 #define tl_fail(b, rc, ...) vt__errf((b)->err, (b)->errlen, rc, __VA_ARGS__)

@@ -150,7 +150,7 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     switch (e->kind) {
     case VT_EV_ALLOC: {
-        if (vt__tl_backward_alloc(b, e, ei))
+        if (!b->later && vt__tl_backward_alloc(b, e, ei))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         uint32_t prev = vt__u64map_get(&b->lmap, e->addr);
         if (prev != VT_TL_NONE) {
@@ -210,7 +210,7 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         l->free_time_ns = e->time_ns;
         l->free_stack = e->stack;
         l->free_event = ei;
-        if (vt__tl_backward_free(b, e, ei, l))
+        if (!b->later && vt__tl_backward_free(b, e, ei, l))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         release(l, e, ei);   /* the program freed it: no longer allocated */
         if (e->aux)

@@ -7,9 +7,8 @@
  * pytorch/examples' word_language_model does by default) makes none, and
  * the rules that judge step by step had nothing to judge. Its backward
  * passes are in the trace: a block made under the autograd engine
- * (vt__snapshot_stack_in_backward) is a pass's, and a pass ends at the first
- * event of the program's after it (the next allocation, or a free on the
- * program's thread). A step ends where an optimizer's would: after the last
+ * (vt__snapshot_stack_in_backward) is a pass's, and a pass ends at the next
+ * allocation of the program's. A step ends where an optimizer's would: after the last
  * pass before the program releases its gradients (a zero_grad: the free, on
  * the program's own thread, of a block a pass made), however many passes
  * (micro-batches) filled them, and wherever the zero_grad stands (before
@@ -48,8 +47,8 @@ static uint64_t program_line(const vt__snapshot_data *s, uint32_t id)
 static bool in_pass(struct builder *b, uint32_t stack)
 {
     const vt__snapshot_data *s = b->s;
-    if (!b->backward.memo && s->nstack_nodes && !(b->backward.memo = calloc(s->nstack_nodes, 1)))
-        return false;   /* without the memo: walked each time */
+    if (!b->backward.memo && s->nstack_nodes)
+        b->backward.memo = calloc(s->nstack_nodes, 1);   /* NULL: walked each time */
     return vt__snapshot_stack_in_backward(s, stack, b->backward.memo);
 }
 

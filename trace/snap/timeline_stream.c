@@ -295,6 +295,7 @@ static int read_curves(struct builder *b, vt__event_stream *es, const vt__u64map
         free(t2);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
+    b2.later = 1;
     nf = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++)
         nf += vt__tl_foreign_lifetime(&tl->lifetimes[i], fd + nf);
@@ -387,6 +388,7 @@ static int read_peak_lifetimes(struct builder *b, vt__event_stream *es, const vt
         free(t3);
         return tl_fail(b, -ENOMEM, "timeline: out of memory");
     }
+    b3.later = 1;
     int rc = vt__event_stream_rewind(es);
     size_t marked = 0, i = 0;
     vt__event e;
