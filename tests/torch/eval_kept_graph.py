@@ -4,22 +4,30 @@ estimate_loss()`: leaking, the evaluation runs without torch.no_grad() and
 stores each batch's loss as a tensor (`losses[k] = loss`), so the result
 holds every evaluation forward's graph, activations and all, until the next
 evaluation replaces it; fixed, under no_grad with `loss.item()`. Marked by
-its optimizer steps under `vramtrace run`. Knows nothing of vramtrace.
+its optimizer steps under `vramtrace run`; with `by-hand`, the parameters
+are stepped by hand instead (`p.data.add_(p.grad, alpha=-lr)`, as
+pytorch/examples' word_language_model does by default): no optimizer step,
+so `vramtrace run` marks none, and each training step takes 10 ms, spun
+on as a program waiting on a real device would (the simulated device takes
+none; the tracker's walks are paid from the program's own time). Knows
+nothing of vramtrace.
 
-    eval_kept_graph.py leak|fixed
+    eval_kept_graph.py leak|fixed [by-hand]
 """
 
 import sys
+import time
 
 import torch
 from torch import nn
 
 kind = sys.argv[1]
+by_hand = sys.argv[2:3] == ["by-hand"]
 torch.manual_seed(0)
 torch.backends.cudnn.enabled = False
 model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                       nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
+opt = None if by_hand else torch.optim.SGD(model.parameters(), lr=0.01)
 
 
 def estimate_loss():
@@ -37,12 +45,26 @@ def evaluate():
         return estimate_loss()
 
 
+def device_time(seconds: float) -> None:
+    """What a real device's step would take, spun on as a synchronizing
+    program's CPU does."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 val = None
 for step in range(60):
+    if by_hand:
+        device_time(0.01)
     if step % 10 == 0:
         val = evaluate()
     loss = model(torch.randn(64, 256, device="cuda")).square().mean()
-    opt.zero_grad()
+    model.zero_grad()
     loss.backward()
-    opt.step()
+    if by_hand:
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.01)
+    else:
+        opt.step()
 print("steps", step + 1, "val", float(val))

@@ -476,6 +476,44 @@ def test_an_evaluations_graph_kept_until_the_next_one_is_found_without_tensors(t
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
+def test_an_evaluations_graph_kept_by_a_loop_stepped_by_hand_is_named_under_track(tmp_path):
+    """`run --track` of the same evaluation kept until the next one, in a
+    loop that steps its parameters by hand (`by-hand`: no optimizer step,
+    so no mark). The trace is stepped by its backward passes as plain
+    run's is (trace/snap/timeline_steps.c), and the tracker does a mark's
+    work where each pass's gradients are first read (_Marks._pass_ended):
+    the evaluation's tensors linger, held by the module's `val` through
+    the graph its result keeps, named for those an evaluation replaced
+    too, as the walk at the step that made them findings found them.
+    Before: judged by time, against a grace of a second at least, "0
+    findings"; with the check's steps alone (no work at the passes) found,
+    but only those kept to the end held by anything (the snapshot's walk:
+    0 of 100 the others). The fixed twin is clean."""
+    got = _checked_twins(tmp_path, EVAL_KEPT_GRAPH, True, "steps 60", ("by-hand",))
+    snap, (rc, text) = got["leak"]
+    assert rc == 1, text[:4000]
+    assert "marks (the steps its backward passes tell: the program marked no step" in text, \
+        text[:4000]
+    causes = re.findall(r"\n  \d+ × \[linger\] .*\n\s+tensor '(.*)'(?: and those of .*)?\n"
+                        r"\s+held by: (.*)\n", text)
+    assert causes, text[:4000]
+    assert any(f"(eval_kept_graph.py:{KEPT_GRAPH_LINE})" in made and
+               held.startswith("module __main__.val → tensor 'return losses.mean() ")
+               and held.endswith(".grad_fn → (the autograd graph it keeps)")
+               for made, held in causes), causes
+    rep = json.loads(run([CLI, "check", "--json", snap])[1])
+    assert rep["steps_inferred"] and rep["marks"] >= 50, {k: rep[k] for k in ("marks",)}
+    # a walk at a step is paid from the walks' credit (the program's own
+    # time; less under load): 63 of 105 named on a quiet machine
+    replaced = [f for f in rep["findings"] if f["freed"]]
+    named = [f for f in replaced
+             if f["paths"] and f["paths"][0]["text"].startswith("module __main__.val → ")]
+    assert replaced and len(named) >= len(replaced) // 4, \
+        [f["paths"][:1] for f in replaced[:5]]
+    _, (rc, text) = got["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 VAL_KEPT_EVERY_STEP = os.path.join(HERE, "val_kept_every_step.py")
 VAL_LINE = next(i for i, line in enumerate(open(VAL_KEPT_EVERY_STEP), 1) if "# VAL_LINE" in line)
 

@@ -387,12 +387,12 @@ const vt__lifetime *vt__timeline_find(const vt__timeline *tl, uint64_t addr, uin
 #define VT_TL_INFERRED_STEPS_MIN 2
 
 /* The steps of the trace, as `check` judges them and the page draws them:
- * its marks; or, where it has none and no tensors were recorded, the
- * steps its backward passes tell, VT_TL_INFERRED_STEPS_MIN or more
- * (tl->backward_steps, timeline_steps.c: a training loop that steps its
- * parameters by hand makes no optimizer step for `vramtrace run` to mark;
- * under track() the holder walks run at marks, which these are not). *n:
- * how many; *inferred: whether they are the backward passes'. */
+ * its marks; or, where it has none, the steps its backward passes tell,
+ * VT_TL_INFERRED_STEPS_MIN or more (tl->backward_steps, timeline_steps.c:
+ * a training loop that steps its parameters by hand makes no optimizer
+ * step for `vramtrace run` to mark; under track() the tracker does a
+ * mark's work at each pass's end, _Marks._pass_ended). *n: how many;
+ * *inferred: whether they are the backward passes'. */
 const vt__tl_mark *vt__timeline_steps(const vt__timeline *tl, size_t *n, bool *inferred);
 
 /* The device curve of ordinal `device`, or NULL. */

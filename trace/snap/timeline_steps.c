@@ -25,6 +25,10 @@
  *
  * vt__timeline_steps is the one rule of which steps a trace has, for
  * `check` (check_model.c adds these as marks) and the page (render_meta.c).
+ * A trace with tensors too: under `run --track` the tracker, while the
+ * program has made no mark, does a mark's work at the end of each pass
+ * (_Marks._pass_ended: the model's state used, the stale storages walked
+ * for their holders), a superset of the steps told here.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -146,7 +150,7 @@ void vt__tl_backward_free_state(struct tl_backward *bw)
 
 const vt__tl_mark *vt__timeline_steps(const vt__timeline *tl, size_t *n, bool *inferred)
 {
-    *inferred = !tl->nmarks && !tl->kind_counts[VT_EV_TENSOR_NEW] &&
+    *inferred = !tl->nmarks &&
                 tl->nbackward_steps >= VT_TL_INFERRED_STEPS_MIN;
     *n = *inferred ? tl->nbackward_steps : tl->nmarks;
     return *inferred ? tl->backward_steps : tl->marks;

@@ -95,6 +95,8 @@ class _Marks:
         try:
             threshold = fast.epoch
             if kind == "mark":
+                fast.pass_ticks = 0   # the program's marks are its steps
+            if kind in ("mark", "pass"):
                 self._next_tick = _NO_TICK
                 self._marked_at.append(began_wall)
             # The state of the models used since the last mark or tick
@@ -102,7 +104,7 @@ class _Marks:
             # (under autocast a weight is read once, by the cast its cache
             # keeps); timed until the program marks. A snapshot ends no step.
             self._grads_follow_parameters(threshold, self._next_tick != _NO_TICK)
-            if kind in ("mark", "tick"):
+            if kind in ("mark", "pass", "tick"):
                 fast.epoch += 1
             try:
                 self._sweep(kind in ("snapshot", "tick"))
@@ -190,6 +192,24 @@ class _Marks:
         the C path asks every ``tick_s`` however it marks."""
         if self._next_tick != _NO_TICK or self._gone_quiet():
             self._on_mark("tick", "")
+
+    def _pass_ended(self) -> None:
+        """A mark's work at the end of each backward pass (the C path asks
+        at the owner thread's first op after one that reads a gradient it
+        made, from the second pass on: an optimizer's mark may follow the
+        first; pass_ended in native/trackfast/dispatch.c) while the program
+        has made no mark: a training loop that steps its parameters by hand
+        (``p.data.add_(p.grad, alpha=-lr)``, no optimizer to mark it) is
+        judged by `check` in the steps its backward passes tell
+        (trace/snap/timeline_steps.c), and its storages gone stale by a
+        step are walked for their holders then, as an optimizer's marks
+        would have them walked; ticked by time it was judged by time, its
+        leaks of a few steps (a validation's kept graph) unseen beside a
+        long run's grace. No MARK is recorded: the trace's passes tell the
+        steps, and a step of several passes (micro-batches) is walked at
+        each. Once its passes have gone quiet (an evaluation after
+        training), it is ticked again, as a program whose marks have."""
+        self._on_mark("pass", "")
 
     def _quiet_for(self, at_least: float) -> bool:
         """Whether a program that marks has made no mark for _QUIET_STEPS

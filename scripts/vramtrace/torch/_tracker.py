@@ -249,6 +249,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.tensors_found = 0   # Python tensors no op showed, found on such storages
         if self._fast is not None:
             self._fast.tick_s = self.tick_s or 0.0
+            # until the program marks, each backward pass's end is a step
+            # of the tracker's books (_Marks._pass_ended)
+            self._fast.pass_ticks = 1
 
     #: Marks (and ticks) seen.
     epoch = _books_field("epoch")

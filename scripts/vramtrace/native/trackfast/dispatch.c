@@ -145,6 +145,37 @@ static int tick(Dispatcher *d, double now)
     return 0;
 }
 
+/* Tracker._pass_ended, at the owner thread's first op after a backward pass
+ * (its ops recorded since: an autograd engine thread's, or the observer's
+ * hand-over of them at this op) that reads a tensor a backward op made (a
+ * gradient: `p.data.add_(p.grad, alpha=-lr)`, a clip of the gradients'
+ * norm): in a program that has made no mark, a training loop that steps
+ * its parameters by hand, that ends a step for the tracker's books as an
+ * optimizer's mark would (`check` tells the steps of such a trace from its
+ * backward passes: timeline_steps.c). A backward whose gradients the
+ * program never reads (a loop of gradients taken and dropped) is not a
+ * step: a mark's work there (a walk reaching a live graph) only moves the
+ * collector's count (gc_reads.c's declared limit), which the differential
+ * suite's the_collectors_count_moves_per_step_as_untracked caught in two
+ * runs of three (a step's count 0 and the next's 4, where untracked 2 and
+ * 2). Nor is the first pass's end: an optimizer reads the gradients before
+ * its step's mark, and a mark's work there, a step early, took the walks'
+ * credit that named a kept list's holder at the marks after it
+ * (test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not). The
+ * next tick is due tick_s after it. */
+static int pass_ended(Dispatcher *d)
+{
+    d->backward_ran = 0;
+    if (!d->passes_ended++)
+        return 0;   /* the first: an optimizer's step may mark it yet */
+    PyObject *r = call_method(d->tracker, s_pass_ended, NULL, 0);
+    d->next_tick = now_s() + d->tick_s;
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /* -- the op ------------------------------------------------------------------- */
 
 /* What the op observer hands over with an op besides its tensors
@@ -233,6 +264,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         return -1;
     int reshaping = flags & OP_RESHAPES;
     int backward = obs != NULL && obs->backward;
+    int grad_read = 0;   /* an input a backward op made (pass_ended) */
 
     double began = now_s();
     int rc = -1;
@@ -309,6 +341,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
                 rec = Py_NewRef(Py_None);   /* not tracked again (no storage) */
         } else if (rec != NULL) {
             d->use(TREC(rec)->tid, stack);
+            grad_read |= TREC(rec)->by_backward;
         } else if (!PyErr_Occurred() && (flags & (OP_RESHAPES | OP_WRITES_OUT)) &&
                    tl_has(&outs, t)) {
             /* set_/resize_ on a tensor not tracked (no memory yet: what
@@ -373,6 +406,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             rec = track(d, t, facts ? &facts[ins.n + i] : NULL, name, stack_obj, view_of, 1,
                         NULL);
             Py_DECREF(name);
+            if (rec != NULL && backward && Py_IS_TYPE(rec, &TensorRecType))   /* not None */
+                TREC(rec)->by_backward = 1;
         }
         if (rec == NULL || used(storages, rec, epoch) < 0)
             goto loop_fail;
@@ -389,9 +424,14 @@ out:
     /* after the op's recording, and not in its busy time: the tick pays
      * its work from the walks' credit as a mark does; on the thread that
      * entered (a thread that joined it runs no mark's work) */
-    if (rc == 0 && !backward && d->tick_s > 0 && began >= d->next_tick &&
-        PyThread_get_thread_ident() == d->owner)
-        rc = tick(d, began);
+    if (rc == 0 && backward)
+        d->backward_ran = 1;
+    else if (rc == 0 && PyThread_get_thread_ident() == d->owner) {
+        if (d->backward_ran && d->pass_ticks && grad_read)
+            rc = pass_ended(d);
+        else if (d->tick_s > 0 && began >= d->next_tick)
+            rc = tick(d, began);
+    }
     return rc;
 }
 
@@ -632,6 +672,8 @@ int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t st
     obs.nstorage_uses = (Py_ssize_t)npairs;
     if (rc == 0 && npairs > 0)
         rc = use_storages(d, storages, &obs, st, epoch);
+    if (rc == 0)
+        d->backward_ran = 1;
 out:
     for (size_t i = 0; i < nrecs; i++)
         Py_DECREF(recs[i]);

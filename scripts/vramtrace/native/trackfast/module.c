@@ -38,7 +38,7 @@
 /* Interned attribute names and objects looked up once. */
 PyObject *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
-    *s_element_size, *s_input_name, *s_tick,
+    *s_element_size, *s_input_name, *s_tick, *s_pass_ended,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
@@ -687,6 +687,8 @@ static PyObject *dispatcher_object_walks(Dispatcher *d, void *unused)
 static PyMemberDef dispatcher_members[] = {
     {"tick_s", T_DOUBLE, offsetof(Dispatcher, tick_s), 0,
      "seconds between Tracker._tick calls, 0: none"},
+    {"pass_ticks", T_INT, offsetof(Dispatcher, pass_ticks), 0,
+     "Tracker._pass_ended at the owner's first op after a backward pass, 0: never"},
     {"recording", T_INT, offsetof(Dispatcher, recording), 0,
      "ops are recorded (inside the block, not at a mark)"},
     {"marking", T_ULONG, offsetof(Dispatcher, marking), 0,
@@ -891,7 +893,7 @@ PyMODINIT_FUNC PyInit__trackfast(void)
     struct { PyObject **slot; const char *s; } names[] = {
         {&s_out_name, "_out_name"}, {&s_meta_of, "_meta_of"},
         {&s_engine_dispatch, "_engine_dispatch"}, {&s_recording_failed, "_recording_failed"},
-        {&s_input_name, "_input_name"}, {&s_tick, "_tick"},
+        {&s_input_name, "_input_name"}, {&s_tick, "_tick"}, {&s_pass_ended, "_pass_ended"},
         {&s_base_attr, "_base"}, {&s_data_ptr, "data_ptr"}, {&s_nbytes, "nbytes"},
         {&s_storage_offset, "storage_offset"}, {&s_element_size, "element_size"},
         {&s_untyped_storage, "untyped_storage"}, {&s_cdata, "_cdata"}, {&s_book, "_book"},

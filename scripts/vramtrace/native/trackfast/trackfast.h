@@ -165,6 +165,12 @@ typedef struct {
                               * program has made no mark or its marks have
                               * gone quiet) */
     double next_tick;        /* now_s() of the next tick, 0: not started */
+    int pass_ticks;          /* Tracker._pass_ended at the owner thread's first op
+                              * after a backward pass that reads a tensor a
+                              * backward op made (set while the program has made
+                              * no mark: its passes are its steps) */
+    char backward_ran;       /* a backward op was recorded since the last pass's end */
+    uint64_t passes_ended;   /* pass_ended() calls: the first does no mark's work */
     char device_seen;        /* a storage on a device was tracked (new_storage): the
                               * marks then leave host storages to the snapshot's walk */
 } Dispatcher;
@@ -189,6 +195,9 @@ typedef struct {
     uint32_t stack;          /* once recorded: the stack its TENSOR_NEW carried */
     uint64_t said_base;      /* once recorded: the base its TENSOR_NEW carried
                               * (VT_TENSOR_SAVED_ONLY where Dispatcher.record said so) */
+    char by_backward;        /* made by a backward op: a gradient, whose first read
+                              * by the program after a pass ends its step
+                              * (Dispatcher.pass_ticks) */
 } TensorRec;
 
 typedef struct {
@@ -221,7 +230,7 @@ extern PyTypeObject TensorRecType, StorageRecType;
 /* Interned attribute names and objects looked up once. */
 extern PyObject *s_out_name, *s_meta_of, *s_engine_dispatch, *s_recording_failed,
     *s_base_attr, *s_data_ptr, *s_nbytes, *s_storage_offset,
-    *s_element_size, *s_input_name, *s_tick,
+    *s_element_size, *s_input_name, *s_tick, *s_pass_ended,
     *s_untyped_storage, *s_cdata, *s_book, *s_targeted,
     *s_forget_target, *s_view_base, *s_is_cuda,
     *s_get_device, *s_weak_ref, *s_life, *s_cls,
