@@ -16,6 +16,8 @@ import sys
 import torch
 from torch import nn
 
+import hand_step
+
 torch.backends.cudnn.enabled = False
 torch.manual_seed(0)
 accumulate = sys.argv[1:2] == ["accumulate"]
@@ -45,15 +47,13 @@ for i in range(iters):
     label = torch.full((32,), 0.0, device=dev)
     errD_fake = criterion(netD(fake.detach()).view(-1), label)
     errD_fake.backward()
-    for p in netD.parameters():
-        p.data.add_(p.grad, alpha=-lr)
+    hand_step.sgd(netD.parameters(), lr)
     # (2) Update G network: maximize log(D(G(z)))
     netG.zero_grad()
     label.fill_(1.0)
     errG = criterion(netD(fake).view(-1), label)
     errG.backward()
-    for p in netG.parameters():
-        p.data.add_(p.grad, alpha=-lr)
+    hand_step.sgd(netG.parameters(), lr)
     G_losses.append(errG.item())
     D_losses.append(errD_real.item() + errD_fake.item())
 print("iterations", iters)

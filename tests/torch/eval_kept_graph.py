@@ -21,6 +21,8 @@ import time
 import torch
 from torch import nn
 
+import hand_step
+
 kind = sys.argv[1]
 by_hand = sys.argv[2:3] == ["by-hand"]
 torch.manual_seed(0)
@@ -62,9 +64,5 @@ for step in range(60):
     loss = model(torch.randn(64, 256, device="cuda")).square().mean()
     model.zero_grad()
     loss.backward()
-    if by_hand:
-        for p in model.parameters():
-            p.data.add_(p.grad, alpha=-0.01)
-    else:
-        opt.step()
+    hand_step.step(model, opt)
 print("steps", step + 1, "val", float(val))

@@ -28,6 +28,8 @@ import sys
 import torch
 from torch import nn
 
+import hand_step
+
 
 leak = sys.argv[1] == "leak"
 batches = int(sys.argv[2]) if len(sys.argv) > 2 else 40
@@ -57,8 +59,7 @@ def lstm_batch(emb, rnn, dec, params, hidden):
     for p in params:
         p.grad = None
     loss.backward(retain_graph=leak)
-    for p in params:   # as the example steps them: through .data
-        p.data.add_(p.grad, alpha=-0.1)
+    hand_step.sgd(params, 0.1)   # as the example steps them: through .data
     return hidden
 
 
@@ -91,7 +92,6 @@ else:
         cell.zero_grad()
         head.zero_grad()
         loss.backward(retain_graph=leak)
-        for p in params:   # as the example steps them: through .data
-            p.data.add_(p.grad, alpha=-0.1)
+        hand_step.sgd(params, 0.1)   # as the example steps them: through .data
 torch.cuda.synchronize()
 print("done")

@@ -17,6 +17,8 @@ import sys
 import torch
 from torch import nn
 
+import hand_step
+
 kind = sys.argv[1]
 by_hand = sys.argv[2:3] == ["by-hand"]
 torch.manual_seed(0)
@@ -38,11 +40,7 @@ for step in range(40):
     loss = model(torch.randn(64, 256, device="cuda")).square().mean()
     model.zero_grad()
     loss.backward()
-    if by_hand:
-        for p in model.parameters():
-            p.data.add_(p.grad, alpha=-0.01)
-    else:
-        opt.step()
+    hand_step.step(model, opt)
     if step % 10 == 9:
         if kind == "leak":
             val = validate()   # VAL_CALL

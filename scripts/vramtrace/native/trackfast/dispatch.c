@@ -123,6 +123,18 @@ static int moved(PyObject *rec, const vt__tensor_facts *f)
     return key != f->storage;
 }
 
+/* Tracker.<method>() (_tick, _pass_ended: a mark's work), the next tick
+ * due tick_s after it. */
+static int tracker_works(Dispatcher *d, PyObject *method)
+{
+    PyObject *r = call_method(d->tracker, method, NULL, 0);
+    d->next_tick = now_s() + d->tick_s;
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /* Tracker._tick, when a tick is due (dispatcher.tick_s): a mark's work in
  * a program that has made no mark, or whose marks have gone quiet (the
  * tracker says which, and does nothing otherwise). The first op starts the
@@ -135,14 +147,7 @@ static int tick(Dispatcher *d, double now)
 {
     int first = d->next_tick == 0;
     d->next_tick = now + d->tick_s;
-    if (first)
-        return 0;
-    PyObject *r = call_method(d->tracker, s_tick, NULL, 0);
-    d->next_tick = now_s() + d->tick_s;
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
+    return first ? 0 : tracker_works(d, s_tick);
 }
 
 /* Tracker._pass_ended, at the owner thread's first op after a backward pass
@@ -161,19 +166,13 @@ static int tick(Dispatcher *d, double now)
  * 2). Nor is the first pass's end: an optimizer reads the gradients before
  * its step's mark, and a mark's work there, a step early, took the walks'
  * credit that named a kept list's holder at the marks after it
- * (test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not). The
- * next tick is due tick_s after it. */
+ * (test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not). */
 static int pass_ended(Dispatcher *d)
 {
     d->backward_ran = 0;
     if (!d->passes_ended++)
         return 0;   /* the first: an optimizer's step may mark it yet */
-    PyObject *r = call_method(d->tracker, s_pass_ended, NULL, 0);
-    d->next_tick = now_s() + d->tick_s;
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
+    return tracker_works(d, s_pass_ended);
 }
 
 /* -- the op ------------------------------------------------------------------- */
