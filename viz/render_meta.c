@@ -191,6 +191,13 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%d", i ? "," : "",
                        vt__frame_makes_library_workspace(s, &s->frames[r->frames[i]]));
+    /* 1: an installed library's code other than torch's (vt__frame_is_library_code):
+     * a call site names the one inside the program's line, as summary and oom do
+     * (vt__snapshot_library_frame) */
+    vt__put_str(m, "],\"lib\":[");
+    for (uint32_t i = 0; i < r->nframes; i++)
+        vt__put_printf(m, "%s%d", i ? "," : "",
+                       vt__frame_is_library_code(s, &s->frames[r->frames[i]]));
     vt__put_str(m, "],\"mod\":[");
     for (uint32_t i = 0; i < r->nframes; i++)
         vt__put_printf(m, "%s%" PRIu32, i ? "," : "", use_str(r, s->frames[r->frames[i]].module));

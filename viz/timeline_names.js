@@ -63,6 +63,8 @@
   function isPython(fr) { return str(F.mod[fr]) === 'python'; }
   /* The program's own code (not torch, the standard library or site-packages). */
   function isUser(fr) { return !!(F.user && F.user[fr]); }
+  /* An installed library's code other than torch's (a framework: transformers' Trainer). */
+  function isLibrary(fr) { return !!(F.lib && F.lib[fr]); }
   /* Plumbing between the program and the memory, folded as the text views
    * fold it: the renderer marks each frame by their rule (vt__frame_fold):
    * 1 in a stack with Python frames (`python`: torch's dispatch layers, the
@@ -85,14 +87,23 @@
     // The innermost line of the program's own code, as the text views name
     // a site; else, where Python ran, its innermost line (not torch's
     // dispatch plumbing).
-    let pick = frs.find(isUser);
+    const user = frs.findIndex(isUser);
+    let pick = user >= 0 ? frs[user] : undefined;
     if (pick === undefined) pick = frs.find((fr) => isPython(fr) && !isFolded(fr, true));
     if (pick === undefined) pick = frs.find((fr) => F.fn[fr] > 0);
     if (pick === undefined) pick = frs[0];
-    const t = frameText(pick);
     // The file's base name: labels sit in narrow columns and tooltips; the
     // detail panel's stacks show the full paths.
-    s = t.fn + (t.where ? ' (' + t.where.replace(/^.*\//, '') + ')' : '');
+    const label = (fr) => {
+      const t = frameText(fr);
+      return t.fn + (t.where ? ' (' + t.where.replace(/^.*\//, '') + ')' : '');
+    };
+    s = label(pick);
+    // Under the program's line, the innermost line of a library other than
+    // torch that made it (a framework's: what `summary` and `oom` name
+    // "inside it"; vt__snapshot_library_frame's rule).
+    const lib = user > 0 ? frs.slice(0, user).find(isLibrary) : undefined;
+    if (lib !== undefined) s += ', inside: ' + label(lib);
     siteCache.set(node, s);
     return s;
   }

@@ -403,10 +403,20 @@ const tests = {
   // and torch's dispatch plumbing by default, as `vramtrace leaks` does (so
   // forward, reached through two eval-loop call sites, is one box); the
   // "show interpreter and dispatch frames" toggle brings them back; Python
-  // frames say where their function is defined.
+  // frames say where their function is defined; a call site inside a
+  // framework names its line too.
   async python_frames_fold_in_the_icicle() {
     await withPage(makePage('python_frames_fold_in_the_icicle', false, 'python'), async (page) => {
       await until(page, () => window.__vt.flameBoxes().length > 0);
+      // The peak table: a block made inside a framework the program's line
+      // called names that line, then the framework's, in its call site (as
+      // summary and oom name it); one made by torch alone, the line only.
+      const sites = await page.evaluate(() => Object.fromEntries(Array.from(
+        document.querySelectorAll('#top tr.row')).map((r) => [r.querySelector('.name').textContent,
+        r.querySelector('.site').textContent])));
+      check(sites['logits.all'] === 'step (train.py:30), inside: torch_pad_and_concatenate (trainer_pt_utils.py:86)',
+        'a framework\'s call site: ' + JSON.stringify(sites));
+      check(sites['act.a'] === 'forward (model.py:88)', 'a torch call site: ' + JSON.stringify(sites));
       const toggle = await page.evaluate(() => {
         const t = document.getElementById('flame-all'), r = t.parentNode.getBoundingClientRect();
         return { hidden: t.parentNode.hidden, w: r.width, h: r.height, checked: t.checked, text: t.parentNode.textContent };

@@ -495,6 +495,13 @@ static void generate_python(void)
     uint64_t c = alloc(2 * MiB, st_cthread, 0);
     S->events[S->nevents - 1].thread = 3;
     tensor("c.thread", c, 2 * MiB);
+    /* Made inside a framework the program's line called (transformers'
+     * Trainer gathering every batch's logits): the call site names both. */
+    uint32_t gather = frame_of(NULL, "/venv/lib/python3.11/site-packages/transformers/"
+                               "trainer_pt_utils.py", 86, "torch_pad_and_concatenate", 70);
+    uint32_t st_lib = FRAMES(start, run_main, eval_a, top, step, eval_b, gather, vectorcall, empty);
+    uint64_t d = alloc(1 * MiB, st_lib, 0);
+    tensor("logits.all", d, 1 * MiB);
     S->meta.snapshot_time_ns = now_ns + 1000000;
     S->meta.events_recorded = S->nevents;
 }
