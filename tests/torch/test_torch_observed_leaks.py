@@ -582,14 +582,16 @@ def test_a_validation_summing_its_losses_as_tensors_is_found_in_its_blocks(track
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
-def test_a_loop_stepped_by_hand_is_judged_in_the_steps_its_backward_passes_end(tmp_path):
+@pytest.mark.parametrize("track", [False, True], ids=["run", "run_track"])
+def test_a_loop_stepped_by_hand_is_judged_in_the_steps_its_backward_passes_end(track, tmp_path):
     """The same validation in a loop that steps its parameters by hand (no
     optimizer: `run` marks no step, as on pytorch/examples'
     word_language_model, whose default does so): "0 findings", the step
-    rules not run for want of steps, before. The ends of its backward
-    passes step the trace (said in the header): found as with marks, one
-    cause named by the call that ran the loop; the fixed twin is clean."""
-    got = _checked_twins(tmp_path, VAL_RUNNING_SUM, False, "steps 40", ("by-hand",))
+    rules not run for want of steps, before (under --track too: judged by
+    time there). The ends of its backward passes step the trace (said in
+    the header): found as with marks, one cause named by the call that ran
+    the loop; the fixed twin is clean."""
+    got = _checked_twins(tmp_path, VAL_RUNNING_SUM, track, "steps 40", ("by-hand",))
     _, (rc, text) = got["leak"]
     assert rc == 1, text[:4000]
     # a step ends where the program releases its gradients (model.zero_grad()),
@@ -604,8 +606,10 @@ def test_a_loop_stepped_by_hand_is_judged_in_the_steps_its_backward_passes_end(t
     assert "39 marks (the steps its backward passes tell" in text, text[:4000]
 
 
-@pytest.mark.parametrize("mode", ["", "accumulate"], ids=["dcgan", "dcgan_accumulating"])
-def test_a_gan_stepped_by_hand_is_clean_in_the_steps_its_backward_passes_tell(mode, tmp_path):
+@pytest.mark.parametrize("mode, track", [("", False), ("accumulate", False), ("", True)],
+                         ids=["dcgan", "dcgan_accumulating", "dcgan_run_track"])
+def test_a_gan_stepped_by_hand_is_clean_in_the_steps_its_backward_passes_tell(mode, track,
+                                                                             tmp_path):
     """pytorch/examples' DCGAN loop with its optimizers' steps done by hand
     (dcgan_by_hand.py): three backward passes an iteration, two zero_grads,
     nothing kept past the iteration. Stepped at every pass, its
@@ -614,9 +618,12 @@ def test_a_gan_stepped_by_hand_is_clean_in_the_steps_its_backward_passes_tell(mo
     and its generator's; with the real batch in four micro-batches, at every
     micro-batch (the gradients outlived three). A step is the last pass
     before one zero_grad line's release of the gradients: one an iteration,
-    from the second on, and 0 findings."""
+    from the second on, and 0 findings; under --track too (its tensors
+    judged in those steps, the tracker's mark work done where each pass's
+    gradients are first read)."""
     snap = str(tmp_path / "dcgan.vtsnap")
-    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", snap, "--", sys.executable,
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", *(["--track"] if track else []),
+                   "-o", snap, "--", sys.executable,
                    os.path.join(HERE, "dcgan_by_hand.py"), *([mode] if mode else [])])
     assert rc == 0 and "iterations 30" in out, out[-3000:]
     rc, text = run([CLI, "check", snap])
