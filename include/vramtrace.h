@@ -447,6 +447,15 @@ VT_API int vt_source_is_programs(const char *file);
  * running Python code records its own frames. */
 VT_API void vt_thread_python_stack(uint32_t stack);
 
+/*! vt_stack_python_frame() :
+ * Synthetic frame `i` (0: the innermost) of stack `stack` (a Python frame
+ * of the recorder's, or one of vt_stack_intern_frames()'s), as
+ * "file:line function", into buf (cut to len - 1 bytes and terminated;
+ * len 0: nothing written).
+ * @return its full length, 0 when the stack has no such frame, -1 when its
+ *         string is gone. */
+VT_API int vt_stack_python_frame(uint32_t stack, int i, char *buf, size_t len);
+
 /* ======================================================================== */
 /*  A framework's own caching allocator, observed                           */
 /* ======================================================================== */
@@ -492,6 +501,16 @@ VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uin
  * mapping, a DLPack import); -1 when it cannot tell (no block seen yet, or
  * its book ran out of memory). A tensor's storage starts at its block. */
 VT_API int vt_pool_block_at(uint64_t addr);
+
+/*! vt_pool_block_stack() :
+ * The stack its allocation was recorded with, of the observed allocator's
+ * live block that starts at `addr`, for vt_stack_python_frame(); in *seq
+ * (unless NULL) that allocation's event's sequence number (0: none). For a
+ * tracker that first sees a tensor made where no op of its showed it (a
+ * compiled region's buffers): the program's line that allocated it.
+ * @return the stack id, 0 when no live block starts there (or it has no
+ *         stack). */
+VT_API uint32_t vt_pool_block_stack(uint64_t addr, uint64_t *seq);
 
 /*! vt_pool_settings() :
  * The observed allocator's settings, in its own syntax (PyTorch: the

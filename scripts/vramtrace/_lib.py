@@ -193,6 +193,9 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "vt_pool_event": (_int, (_int, _int, _u64, _u64, _u64, _u64)),
     "vt_pool_unseen": (None, ()),
     "vt_pool_block_at": (_int, (_u64,)),   # optional: older libraries lack it
+    # optional: libraries before 2026-12-06 lack them
+    "vt_pool_block_stack": (ctypes.c_uint32, (_u64, ctypes.POINTER(_u64))),
+    "vt_stack_python_frame": (_int, (ctypes.c_uint32, _int, _cs, ctypes.c_size_t)),
     "vt_pool_settings": (_int, (_cs,)),   # optional: libraries before format 1.7 lack it
     "vt_source_is_programs": (_int, (_cs,)),   # optional: older libraries lack it
     # the calling thread's Python frames (optional: older libraries lack it)
@@ -418,6 +421,28 @@ class Library:
         every report leads with); None when the library cannot say."""
         fn = self._fn.get("vt_source_is_programs")
         return None if fn is None else bool(fn(_enc(file)))
+
+    def block_frames(self, addr: int) -> Tuple[int, List[Tuple[str, int, str]]]:
+        """The allocation of the observed allocator's live block at ``addr``:
+        (its event's sequence number, its Python frames innermost first as
+        (file, line, function)); (0, []) where no live block starts there,
+        or the library cannot say."""
+        stack_of = self._fn.get("vt_pool_block_stack")
+        frame = self._fn.get("vt_stack_python_frame")
+        if stack_of is None or frame is None:
+            return 0, []
+        seq = _u64(0)
+        stack = stack_of(addr, ctypes.byref(seq))
+        out: List[Tuple[str, int, str]] = []
+        buf = ctypes.create_string_buffer(1024)
+        while stack and len(out) < 256:
+            if frame(stack, len(out), buf, len(buf)) <= 0:
+                break
+            # "file:line function" (the file may hold ':'; the function no space)
+            where, _, fn = buf.value.decode("utf-8", "replace").rpartition(" ")
+            file, _, line = where.rpartition(":")
+            out.append((file, int(line) if line.isdigit() else 0, fn))
+        return seq.value, out
 
     def intern_stack(self, frames: Sequence[Tuple[str, str, int]]) -> int:
         """Intern a Python stack (innermost first) of (function, file, line).

@@ -715,4 +715,40 @@ TEST(pool_block_at_says_whether_memory_is_a_block_of_the_observed_allocator)
     ASSERT_EQ(vt_pool_block_at(seg), 0);
 }
 
+/* vt_pool_block_stack and vt_stack_python_frame: the Python frames that
+ * allocated a live block of the observed allocator, innermost first (what
+ * track() names a tensor by that no op showed being made: a compiled
+ * region's output). Lent frames stand for the program's here; a frame cut
+ * to the buffer still says its full length; none once the block is freed. */
+TEST(pool_block_stack_names_the_python_frames_that_allocated_a_block)
+{
+    const uint64_t seg = 0x7e0000000000;
+    ASSERT_EQ(vt_pool_observe(dlsym(RTLD_DEFAULT, "strlen"), NULL), 0);
+    ASSERT_EQ(vt_pool_block_stack(seg, NULL), 0);
+    const char *frames[] = { "model.py:170 forward", "train.py:224 estimate_loss" };
+    uint32_t lent = vt_stack_intern_frames(frames, 2);
+    ASSERT_NE(lent, 0);
+    vt_thread_python_stack(lent);
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, seg, 0x400000, 0, VT_POOL_LARGE), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_ALLOC, 0, seg, 0x1000, 0, 0), 0);
+    vt_thread_python_stack(0);
+    uint64_t seq = 0;
+    uint32_t stack = vt_pool_block_stack(seg, &seq);
+    ASSERT_NE(stack, 0);
+    ASSERT_GT(seq, 0);
+    char buf[64];
+    ASSERT_EQ(vt_stack_python_frame(stack, 0, buf, sizeof buf), (int)strlen(frames[0]));
+    ASSERT_STR_EQ(buf, frames[0]);
+    ASSERT_EQ(vt_stack_python_frame(stack, 1, buf, sizeof buf), (int)strlen(frames[1]));
+    ASSERT_STR_EQ(buf, frames[1]);
+    ASSERT_EQ(vt_stack_python_frame(stack, 2, buf, sizeof buf), 0);
+    ASSERT_EQ(vt_stack_python_frame(stack, 0, buf, 9), (int)strlen(frames[0]));
+    ASSERT_STR_EQ(buf, "model.py");
+    ASSERT_EQ(vt_stack_python_frame(0, 0, buf, sizeof buf), 0);
+    ASSERT_EQ(vt_pool_block_stack(seg + 0x1000, &seq), 0);
+    ASSERT_EQ(seq, 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_FREE_COMPLETED, 0, seg, 0x1000, 0, 0), 0);
+    ASSERT_EQ(vt_pool_block_stack(seg, NULL), 0);
+}
+
 TEST_MAIN()

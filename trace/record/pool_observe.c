@@ -68,6 +68,11 @@ int vt_pool_block_at(uint64_t addr)
     return vt__pool_state_block_at(addr);
 }
 
+uint32_t vt_pool_block_stack(uint64_t addr, uint64_t *seq)
+{
+    return vt__pool_state_block_stack(addr, seq);
+}
+
 void vt_pool_unseen(void)
 {
     atomic_fetch_or_explicit(&meta_flags, VT_META_POOL_UNSEEN, memory_order_relaxed);

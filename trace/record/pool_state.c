@@ -120,6 +120,17 @@ int vt__pool_state_block_at(uint64_t addr)
     return r;
 }
 
+uint32_t vt__pool_state_block_stack(uint64_t addr, uint64_t *seq)
+{
+    pthread_mutex_lock(&lock);
+    uint32_t i = broken || !blocks.at.mask ? VT__U64MAP_NONE : find(&blocks, addr);
+    uint32_t stack = i != VT__U64MAP_NONE ? blocks.items[i].stack : 0;
+    if (seq)
+        *seq = i != VT__U64MAP_NONE ? blocks.items[i].seq : 0;
+    pthread_mutex_unlock(&lock);
+    return stack;
+}
+
 void vt__pool_state_free_requested(uint64_t addr)
 {
     pthread_mutex_lock(&lock);

@@ -105,6 +105,8 @@ void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint
 void vt__pool_state_segment_free(uint64_t addr, uint64_t size);
 /* vt_pool_block_at's answer: 1, 0, or -1 when the book cannot tell. */
 int vt__pool_state_block_at(uint64_t addr);
+/* vt_pool_block_stack's answer: the live block's allocation stack, 0: none. */
+uint32_t vt__pool_state_block_stack(uint64_t addr, uint64_t *seq);
 /* Add its segments (pools VT_POOL_FRAMEWORK_*), tiled by their live blocks
  * and free space, to `s`'s state. @return 0, or -ENOMEM (then none added). */
 int vt__pool_state_add(vt__snapshot_data *s);

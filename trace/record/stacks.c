@@ -911,6 +911,22 @@ void vt_thread_python_stack(uint32_t stack)
         ts->lent = stack;
 }
 
+int vt_stack_python_frame(uint32_t stack, int i, char *buf, size_t len)
+{
+    uint32_t id = stack, parent;
+    uint64_t ip;
+    for (size_t steps = 0; i >= 0 && steps < VT_STACK_MAX_DEPTH * 4; steps++) {
+        if (vt__stacks_node(id, &parent, &ip) != 0)
+            return 0;   /* the stack's end (or no such stack) */
+        if ((ip & VT_IP_SYNTHETIC) && i-- == 0) {
+            int n = vt__strings_get((uint32_t)ip, buf, len);
+            return n < 0 ? -1 : n;
+        }
+        id = parent;
+    }
+    return 0;
+}
+
 unsigned vt__stacks_python_minor(void)
 {
     return atomic_load_explicit(&py_stacks, memory_order_acquire) != VT_STACKS_NATIVE

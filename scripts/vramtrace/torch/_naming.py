@@ -9,7 +9,7 @@ import linecache
 import os
 import tokenize
 import weakref
-from typing import Any, Dict, Set, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 from .._referrers import instances_of
 from ._records import _TensorRec
@@ -86,6 +86,37 @@ class _Naming:
         at (_site_name), or ``what`` alone where the stack has no such line."""
         site = self._stacks.sites.get(stack) if stack else None
         return _site_name(site[0], site[1], what) if site is not None else what
+
+    def _made_site(self, addr: int) -> Optional[Tuple[str, int]]:
+        """(file, line) of the program's line that allocated the observed
+        allocator's live block at ``addr`` after track() began; None where
+        there is none (or the library cannot say). For a tensor no op
+        showed being made: inductor's generated code allocates its buffers
+        with ``empty_strided_cuda``, which calls no op, and returns views of
+        them its kernels wrote (nanoGPT's compiled logits). Of the
+        allocation's frames, the innermost line of the program's own code
+        that is a statement: a compiled function's frame stands at its
+        ``def`` (its code runs as the frame's, before its first line), so
+        its caller's line names it."""
+        block_frames = getattr(self._lib, "block_frames", None)   # a test's fake: none
+        seq, frames = block_frames(addr) if block_frames is not None else (0, [])
+        if not frames or seq <= self._began_at:
+            return None
+        key = ("made at", tuple(frames))
+        got = self._names.get(key)
+        if got is None:
+            got = ()
+            for file, line, _fn in frames:
+                if not line or not self._stacks.programs(file):
+                    continue
+                src = _source_line(file, line)
+                if src and not src.startswith(("def ", "async def ", "@")):
+                    got = (file, line)
+                    break
+            if len(self._names) >= 1 << 16:
+                self._names.clear()
+            self._names[key] = got
+        return got or None
 
     def _set_name(self, tid: int, label: str) -> None:
         """Rename recorded tensor ``tid`` through ctypes, which says why the

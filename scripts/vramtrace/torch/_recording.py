@@ -18,7 +18,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import _gc_hold
-from ._naming import _source_line
+from ._naming import _site_name, _source_line
 from ._torch_facts import _current_node, _op_flags, _view_arg
 if TYPE_CHECKING:   # only for annotations: _tracker imports this module
     from ._tracker import Tracker
@@ -143,13 +143,21 @@ class _Recording:
             self._names[key] = got
         return got
 
-    def _input_name(self, is_param: bool, stack: int) -> str:
+    def _input_name(self, is_param: bool, stack: int, addr: int = 0) -> str:
         """The name of a tensor first seen as an op's input (made before
         track() began, or where no op showed it being made: a parameter's
         memory made by ``nn.Linear``): what it is and the user's line that
         first used it, ``parameter, first used by "self.head = nn.Linear(d, h)"
         (model.py:41)``; a parameter is renamed after its model's name for it
-        at the next mark that finds one (_grads_follow_parameters)."""
+        at the next mark that finds one (_grads_follow_parameters). A tensor
+        on memory PyTorch's allocator handed out since track() began, at
+        ``addr`` (its storage's, 0: not known), is named by the program's
+        line that allocated it (_made_site): a compiled region's output,
+        ``logits, loss = model(X, Y) (train.py:224, made where no op showed
+        it)`` where it read ``input, first used by "kept.append(...)"``."""
+        site = self._made_site(addr) if addr and not is_param else None
+        if site is not None:
+            return _site_name(site[0], site[1], "made where no op showed it")
         kind = "parameter" if is_param else "input"
         key = (kind, stack)
         got = self._names.get(key)

@@ -210,6 +210,9 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self.tick_s: Optional[float] = _TICK_S
         # Infinity once the program has marked (or with tick_s None).
         self._next_tick = 0.0 if self.tick_s else _NO_TICK
+        # The events recorded when the block began: a block of PyTorch's
+        # allocator handed out after it was made inside it (_made_name).
+        self._began_at = 0
         # perf_counter() of the program's last marks: _Marks._gone_quiet
         self._marked_at: Deque[float] = collections.deque(maxlen=_QUIET_GAPS + 1)
         # id(parameter) -> (weakref, its name in a model): _param_name
@@ -322,6 +325,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
             self._mode_refs = sys.getrefcount(self._mode)
             self._mode.__enter__()
         self.ops_seen_by = "observer" if self._observer is not None else "dispatch mode"
+        self._began_at = (self._trace_window() or (0, 0))[0]
         self._recording = True
         # The program's time before its first mark is its own too: the
         # walks' credit counts from here (a short job's first marks come

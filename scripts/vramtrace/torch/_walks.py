@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
                           walk_referrers)
+from ._naming import _site_name
 from ._records import _StorageRec
 from ._torch_facts import _SKIP_FILES, _storage_info
 
@@ -442,13 +443,17 @@ class _Walks:
             info = _storage_info(t)
             if info is None or info[2] not in search:
                 continue
-            # named by the line of the first op that showed a tensor on its
-            # memory (inductor's generated code: the compiled function's),
-            # and its making recorded there
+            # named by the program's line that allocated its memory (the
+            # compiled function's caller's: _made_site), else by the line
+            # of the first op that showed a tensor on it (inductor's
+            # generated code: the compiled function's), and its making
+            # recorded there
             stack = made.get(info[2], 0)
-            name = self._named_at(stack, f"tensor {tuple(t.shape)} "
-                                  f"{str(t.dtype).replace('torch.', '')}, "
-                                  "made where no op showed it")
+            what = (f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}, "
+                    "made where no op showed it")
+            site = self._made_site(info[0])
+            name = (_site_name(site[0], site[1], what) if site is not None
+                    else self._named_at(stack, what))
             rec = self._fast.track(t, name, stack, TENSOR_SAVED_ONLY)
             if rec is not None and rec.tid:
                 kept.pop(info[2], None)

@@ -353,11 +353,16 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
              * fills them with `extern_kernels.mm(a, b, out=buf)` */
             continue;
         } else if (!PyErr_Occurred()) {
-            /* Tracker._input_name(is_param, stack): rare (a tensor's first
-             * sight), and it caches */
+            /* Tracker._input_name(is_param, stack, storage's address or
+             * 0): rare (a tensor's first sight), and it caches */
             int is_param = PyObject_TypeCheck(t, (PyTypeObject *)parameter_type);
-            PyObject *a[2] = {is_param ? Py_True : Py_False, stack_obj};
-            PyObject *name = call_method(d->tracker, s_input_name, a, 2);
+            PyObject *addr = PyLong_FromUnsignedLongLong(
+                facts && facts[i].storage ? facts[i].storage_ptr : 0);
+            if (addr == NULL)
+                goto loop_fail;
+            PyObject *a[3] = {is_param ? Py_True : Py_False, stack_obj, addr};
+            PyObject *name = call_method(d->tracker, s_input_name, a, 3);
+            Py_DECREF(addr);
             if (name == NULL)
                 goto loop_fail;
             rec = track(d, t, facts ? &facts[i] : NULL, name, stack_obj, Py_None, 0, NULL);
