@@ -422,18 +422,25 @@ class Library:
         fn = self._fn.get("vt_source_is_programs")
         return None if fn is None else bool(fn(_enc(file)))
 
-    def block_frames(self, addr: int) -> Tuple[int, List[Tuple[str, int, str]]]:
+    def block_stack(self, addr: int) -> Tuple[int, int]:
         """The allocation of the observed allocator's live block at ``addr``:
-        (its event's sequence number, its Python frames innermost first as
-        (file, line, function)); (0, []) where no live block starts there,
-        or the library cannot say."""
+        (its stack id, its event's sequence number); (0, 0) where no live
+        block starts there, or the library cannot say."""
         stack_of = self._fn.get("vt_pool_block_stack")
-        frame = self._fn.get("vt_stack_python_frame")
-        if stack_of is None or frame is None:
-            return 0, []
+        if stack_of is None:
+            return 0, 0
         seq = _u64(0)
         stack = stack_of(addr, ctypes.byref(seq))
+        return int(stack), seq.value
+
+    def stack_python_frames(self, stack: int) -> List[Tuple[str, int, str]]:
+        """The Python frames of stack id ``stack``, innermost first, as
+        (file, line, function); [] where it has none or the library cannot
+        say."""
+        frame = self._fn.get("vt_stack_python_frame")
         out: List[Tuple[str, int, str]] = []
+        if frame is None:
+            return out
         buf = ctypes.create_string_buffer(1024)
         while stack and len(out) < 256:
             if frame(stack, len(out), buf, len(buf)) <= 0:
@@ -442,7 +449,7 @@ class Library:
             where, _, fn = buf.value.decode("utf-8", "replace").rpartition(" ")
             file, _, line = where.rpartition(":")
             out.append((file, int(line) if line.isdigit() else 0, fn))
-        return seq.value, out
+        return out
 
     def intern_stack(self, frames: Sequence[Tuple[str, str, int]]) -> int:
         """Intern a Python stack (innermost first) of (function, file, line).

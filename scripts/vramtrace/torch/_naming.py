@@ -98,15 +98,15 @@ class _Naming:
         that is a statement: a compiled function's frame stands at its
         ``def`` (its code runs as the frame's, before its first line), so
         its caller's line names it."""
-        block_frames = getattr(self._lib, "block_frames", None)   # a test's fake: none
-        seq, frames = block_frames(addr) if block_frames is not None else (0, [])
-        if not frames or seq <= self._began_at:
+        block_stack = getattr(self._lib, "block_stack", None)   # a test's fake: none
+        stack, seq = block_stack(addr) if block_stack is not None else (0, 0)
+        if not stack or seq <= self._began_at:
             return None
-        key = ("made at", tuple(frames))
+        key = ("made at", stack)   # frames read once a stack
         got = self._names.get(key)
         if got is None:
             got = ()
-            for file, line, _fn in frames:
+            for file, line, _fn in self._lib.stack_python_frames(stack):
                 if not line or not self._stacks.programs(file):
                     continue
                 src = _source_line(file, line)
