@@ -429,6 +429,14 @@ TEST(what_a_loop_keeps_after_the_last_mark_is_never_freed)
     ASSERT_EQ(f->bytes, 7 * MiB);
     ASSERT_EQ(r->nmarks, 6);
     ASSERT_EQ(r->quiet_steps, 8);   /* to its last event: 8 steps as long as the marked ones */
+    /* a finding since its first block, made after the last mark (there is
+     * no mark after it to count from: it read past the marks before) */
+    uint64_t first = 0;
+    for (size_t i = 0; i < y.s.nevents && !first; i++)
+        if (y.s.events[i].kind == VT_EV_ALLOC && y.s.events[i].stack == st_fwd &&
+            y.s.events[i].addr >= 0x7fc000000000ull)
+            first = y.s.events[i].seq;
+    ASSERT_EQ(f->linger_from_seq, first);
     char *t = render(r, &y, 0);
     ASSERT_STR_CONTAINS(t, "s) the run went on for 8 of its usual steps without one:"
                            " never-freed judges them as steps");

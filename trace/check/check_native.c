@@ -310,10 +310,13 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
             if (hit) {
                 for (size_t k = 0; k < ng; k++)
                     lstart[k] = m->st[grp[k]].alloc_time;
+                /* a finding from the mark that ended its first block's step;
+                 * one made after the last mark (the quiet time's) has none:
+                 * from that block */
                 const ck_storage *first = &m->st[grp[0]];
                 uint64_t from_seq = first->alloc_seq, from_time = first->alloc_time;
-                if (m->nmarks) {
-                    uint32_t as = vt__ck_step_of(m, first->alloc_seq);
+                uint32_t as = vt__ck_step_of(m, first->alloc_seq);
+                if (as < m->nmarks) {
                     from_seq = m->mark_seq[as];
                     from_time = m->mark_time[as];
                 }
