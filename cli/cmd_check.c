@@ -96,9 +96,9 @@ static void usage(FILE *f)
     fprintf(f,
         "\n"
         "Steps are the marks (vramtrace run marks optimizer steps). A trace with none\n"
-        "and no tensors, but two or more backward passes (a training loop that steps\n"
-        "its parameters by hand), is stepped by them: where its gradients are released\n"
-        "(a zero_grad) after a pass, else where each pass ends.\n"
+        "but two or more backward passes (a training loop that steps its parameters\n"
+        "by hand) is stepped by them: where its gradients are released (a zero_grad)\n"
+        "after a pass, else where each pass ends.\n"
         "\n"
         "exit status: 0 nothing flagged, 1 findings (in any FILE), 2 bad usage or a file\n"
         "that cannot be read or written\n");

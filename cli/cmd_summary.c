@@ -107,18 +107,20 @@ static void top_sites(const vt__snapshot_data *s, const vt__timeline *tl, const 
     }
     qsort(v, n, sizeof *v, cmp_site_key);
     /* Under a line that called a framework (`trainer.evaluate()`), the
-     * library's line that made most of it. */
+     * library's line that made most of it (without room to sum them: the
+     * sites alone, as before). */
     vt__report_inside *items = malloc((n ? n : 1) * sizeof *items);
     size_t m = 0;
-    for (size_t i = 0, j; items && i < n; i = j) {
+    for (size_t i = 0, j; i < n; i = j) {
         for (j = i; j < n && v[j].key == v[i].key; j++)
-            items[j - i] = v[j].in;
+            if (items)
+                items[j - i] = v[j].in;
         struct site g = v[i];
         for (size_t k = i + 1; k < j; k++)
             g.bytes += v[k].bytes;
         g.count = j - i;
         g.ninside = 0;
-        if (!(g.key & 1) && vt__report_sum_inside(s, items, j - i, &g.in, 1, &g.ninside))
+        if (items && !(g.key & 1) && vt__report_sum_inside(s, items, j - i, &g.in, 1, &g.ninside))
             g.ninside = 0;
         v[m++] = g;
     }

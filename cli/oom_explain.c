@@ -320,10 +320,13 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
     size_t k = r->event;
     bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
     site_key *keys = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *keys);
-    vt__u64map by_addr = { 0 }, owner = { 0 }, tids = { 0 };
+    /* by_stack: the first key of each allocation stack, whose line and
+     * library line the others take (a walk of the stack each: 0.65 s for
+     * 21,649 blocks alive at a Hugging Face generate()'s OOM) */
+    vt__u64map by_addr = { 0 }, owner = { 0 }, tids = { 0 }, by_stack = { 0 };
     int rc = -ENOMEM;
     if (!keys || vt__u64map_init(&by_addr, 1024) || vt__u64map_init(&owner, 64)
-        || vt__u64map_init(&tids, 64))
+        || vt__u64map_init(&tids, 64) || vt__u64map_init(&by_stack, 256))
         goto out;
     size_t n = 0;
     for (size_t i = 0; i < tl->nlifetimes; i++) {
@@ -331,10 +334,19 @@ static int alive_sites(const vt__snapshot_data *s, const vt__timeline *tl, vt__o
         if (l->device != r->device || !vt__lifetime_allocated_at(l, (uint32_t)k)
             || (observed && (l->flags & VT_LT_OUTSIDE_POOL)))
             continue;
-        const vt__frame *f = vt__oom_site_frame(s, l->alloc_stack);
-        keys[n] = (site_key){ .key = vt__report_frame_key(s, f), .frame = f, .bytes = l->size,
-                              .inside = vt__report_inside_of(s, l->alloc_stack, l->size),
-                              .lt = (uint32_t)i, .finding = UINT32_MAX };
+        uint32_t same = vt__u64map_get(&by_stack, l->alloc_stack);
+        if (same != VT__U64MAP_NONE) {
+            keys[n] = keys[same];
+        } else {
+            const vt__frame *f = vt__oom_site_frame(s, l->alloc_stack);
+            keys[n] = (site_key){ .key = vt__report_frame_key(s, f), .frame = f,
+                                  .inside = vt__report_inside_of(s, l->alloc_stack, 0) };
+            if (vt__u64map_put(&by_stack, l->alloc_stack, (uint32_t)n))
+                goto out;
+        }
+        keys[n].bytes = keys[n].inside.bytes = l->size;
+        keys[n].lt = (uint32_t)i;
+        keys[n].finding = UINT32_MAX;
         if (vt__u64map_put(&by_addr, l->addr, (uint32_t)n))
             goto out;
         n++;
@@ -406,6 +418,7 @@ out:
     vt__u64map_free(&by_addr);
     vt__u64map_free(&owner);
     vt__u64map_free(&tids);
+    vt__u64map_free(&by_stack);
     return rc;
 }
 

@@ -304,6 +304,27 @@ def test_a_model_inductor_compiled_runs_as_without_vramtrace_and_its_leak_is_nam
 
 
 
+def test_a_tensor_made_before_track_began_is_not_named_as_made_where_no_op_showed_it(tmp_path):
+    """made_before_track.py under `vramtrace run`: a CUDA tensor made before
+    the program's track() block, used inside it. Its block's allocation has
+    a stack the allocator's observer recorded, but from before track()
+    began, where an op the tracker never saw made it: it is named by the
+    line that first used it (as before track() could name memory by its
+    allocation), not 'x = torch.randn(...) (…, made where no op showed it)',
+    which only memory handed out since the block began earns (a compiled
+    region's output: the inductor test above)."""
+    prog = os.path.join(HERE, "made_before_track.py")
+    use = next(i for i, text in enumerate(open(prog), 1) if "# USE_LINE" in text)
+    snap = str(tmp_path / "inside.vtsnap")
+    out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "-o", str(tmp_path / "run.vtsnap"),
+               "--", sys.executable, prog, snap])
+    assert "done (256, 256)" in out, out[-3000:]
+    events = json.loads(run([CLI, "json", snap, "--events"]))["events"]
+    names = [e["str"] for e in events if e["kind"] == "TENSOR_NEW"]
+    assert names == [f'input, first used by "y = x * 2" (made_before_track.py:{use})',
+                     f"y = x * 2 (made_before_track.py:{use}, aten.mul out[0])"], names
+
+
 def test_a_graph_kept_across_batches_by_a_hand_stepped_loop_grows_at_the_users_line(tmp_path):
     """tbptt_retain.py: truncated BPTT whose hidden state is never detached,
     every backward told to retain the graph, the parameters stepped by hand

@@ -69,6 +69,8 @@ static int push(struct tl_step_at **arr, size_t *n, size_t *cap, const vt__tl_ma
 int vt__tl_backward_alloc(struct builder *b, const vt__event *e, uint32_t ei)
 {
     struct tl_backward *bw = &b->backward;
+    if (b->tl->nmarks)   /* the program marks its steps: these are not asked */
+        return 0;
     bool pass = in_pass(b, e->stack);
     int rc = 0;
     if (pass && !bw->in_pass) {   /* a pass begins */
@@ -85,6 +87,8 @@ int vt__tl_backward_alloc(struct builder *b, const vt__event *e, uint32_t ei)
 int vt__tl_backward_free(struct builder *b, const vt__event *e, uint32_t ei, const vt__lifetime *l)
 {
     struct tl_backward *bw = &b->backward;
+    if (b->tl->nmarks)
+        return 0;
     /* the first release of a pass's block by the program's thread since a
      * pass began (gradients set to None): the step ended after that pass,
      * here where nothing was allocated since */
@@ -133,7 +137,9 @@ int vt__tl_backward_steps(struct builder *b)
 {
     struct tl_backward *bw = &b->backward;
     int rc = 0;
-    if (bw->nreleases >= VT_TL_INFERRED_STEPS_MIN)
+    if (b->tl->nmarks)
+        ;   /* vt__timeline_steps answers the marks */
+    else if (bw->nreleases >= VT_TL_INFERRED_STEPS_MIN)
         rc = choose(b, bw->releases, bw->nreleases);
     else if (bw->nends >= VT_TL_INFERRED_STEPS_MIN)
         rc = choose(b, bw->ends, bw->nends);

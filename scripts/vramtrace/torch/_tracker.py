@@ -211,7 +211,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         # Infinity once the program has marked (or with tick_s None).
         self._next_tick = 0.0 if self.tick_s else _NO_TICK
         # The events recorded when the block began: a block of PyTorch's
-        # allocator handed out after it was made inside it (_made_name).
+        # allocator handed out after it was made inside it (_made_site).
         self._began_at = 0
         # perf_counter() of the program's last marks: _Marks._gone_quiet
         self._marked_at: Deque[float] = collections.deque(maxlen=_QUIET_GAPS + 1)

@@ -170,8 +170,10 @@ static int tick(Dispatcher *d, double now)
 static int pass_ended(Dispatcher *d)
 {
     d->backward_ran = 0;
-    if (!d->passes_ended++)
+    if (!d->pass_seen) {
+        d->pass_seen = 1;
         return 0;   /* the first: an optimizer's step may mark it yet */
+    }
     return tracker_works(d, s_pass_ended);
 }
 
@@ -428,14 +430,13 @@ out:
     /* after the op's recording, and not in its busy time: the tick pays
      * its work from the walks' credit as a mark does; on the thread that
      * entered (a thread that joined it runs no mark's work) */
+    /* (the thread asked last: not at every op) */
+    int pass = d->backward_ran && d->pass_ticks && grad_read;
     if (rc == 0 && backward)
         d->backward_ran = 1;
-    else if (rc == 0 && PyThread_get_thread_ident() == d->owner) {
-        if (d->backward_ran && d->pass_ticks && grad_read)
-            rc = pass_ended(d);
-        else if (d->tick_s > 0 && began >= d->next_tick)
-            rc = tick(d, began);
-    }
+    else if (rc == 0 && (pass || (d->tick_s > 0 && began >= d->next_tick)) &&
+             PyThread_get_thread_ident() == d->owner)
+        rc = pass ? pass_ended(d) : tick(d, began);
     return rc;
 }
 

@@ -170,7 +170,7 @@ typedef struct {
                               * backward op made (set while the program has made
                               * no mark: its passes are its steps) */
     char backward_ran;       /* a backward op was recorded since the last pass's end */
-    uint64_t passes_ended;   /* pass_ended() calls: the first does no mark's work */
+    char pass_seen;          /* pass_ended() was called: the first does no mark's work */
     char device_seen;        /* a storage on a device was tracked (new_storage): the
                               * marks then leave host storages to the snapshot's walk */
 } Dispatcher;
