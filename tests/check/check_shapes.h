@@ -453,4 +453,20 @@ static inline void pinned_no_marks(synth *y, int release_ms)
     }
 }
 
+/* Python frames for stack `st` (synth_stack's frames, innermost first):
+ * each function's file, as a traced PyTorch program's stacks have them. */
+static inline void as_python(synth *y, uint32_t st, const char *const *files, const uint32_t *lines)
+{
+    const vt__frame *f[8];
+    size_t n = vt__snapshot_stack_frames(&y->s, st, f, 8);
+    uint32_t python = synth_str(y, "python");
+    for (size_t i = 0; i < n; i++) {
+        vt__frame *w = &y->s.frames[f[i] - y->s.frames];
+        w->ip = w->module_offset = 0;
+        w->module = python;
+        w->file = synth_str(y, files[i]);
+        w->line = lines[i];
+    }
+}
+
 #endif /* VT_TESTS_CHECK_SHAPES_H */

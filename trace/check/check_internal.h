@@ -259,6 +259,22 @@ const char *vt__ck_string(const vt__snapshot_data *s, uint32_t idx);
  * or the stream's error with one line in m->err (then vt__ck_model_free). */
 int vt__ck_model_build(ck_model *m);
 void vt__ck_model_free(ck_model *m);
+/* An implicit storage (from before the window: its allocation unseen) of
+ * size bytes at addr, opened and counted live for a tensor that stands on
+ * it (check_nodes.c). 0, or -ENOMEM. */
+int vt__ck_open_implicit(ck_model *m, uint64_t addr, uint64_t size, int8_t device, uint32_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* check_nodes.c: pass 1's tensors and holders, uses, graph operations      */
+/* ------------------------------------------------------------------------ */
+
+/* One event of the tensors and holders (TENSOR_NEW, _USE, _DROP, _NAME,
+ * HOLDER_NEW, REF, UNREF) into the model. 0, or -ENOMEM. */
+int vt__ck_on_graph_event(ck_model *m, const vt__event *e);
+/* The tensors declared again whose first declaration the ring overwrote,
+ * bound before the first event (one more pass, only where the ring
+ * overwrote events). 0, or -ENOMEM or the stream's error. */
+int vt__ck_seed_declared_again(ck_model *m);
 
 /* ------------------------------------------------------------------------ */
 /* check_live.c: the storages open during pass 1, by address               */
