@@ -7,7 +7,10 @@ pool's blocks, judged by time: no optimizer step to mark) and `vramtrace run
 output and with it the whole cache of its decoding; the fixed twin keeps the
 generated ids on the host. hf_train.py, training with AdamW, under `run
 --track`: the leak twin sums its validation loss, taken with autograd on, as
-a tensor (every step's validation graph kept); the fixed twin as a number."""
+a tensor (every step's validation graph kept); the fixed twin as a number.
+hf_trainer.py, transformers' own Trainer (accelerate's wrapped optimizer and
+DataLoader), under both: the leak twin's Trainer subclass keeps every step's
+logits on the device; the fixed twin their predicted ids on the host."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ SIMRUN = os.path.join(os.environ["VT_SIM_LIBDIR"], "simrun")
 CLI = os.environ["VRAMTRACE_CLI"]
 PROG = os.path.join(HERE, "hf_decode.py")
 TRAIN = os.path.join(HERE, "hf_train.py")
+TRAINER = os.path.join(HERE, "hf_trainer.py")
 
 
 def _line(path: str, mark: str) -> int:
@@ -49,16 +53,38 @@ def _start(kind: str, track: bool, snap: str, prog: str = PROG,
 def snaps(tmp_path_factory) -> Dict[Tuple[str, bool], str]:
     """The four runs, two at a time (each a few seconds of transformers'
     import and 192 forward calls): {(kind, tracked): snapshot}."""
-    return _runs(tmp_path_factory.mktemp("hf"), PROG, "done 12", (False, True))
+    return {k: snap for k, (snap, _) in
+            _runs(tmp_path_factory.mktemp("hf"), PROG, "done 12", (False, True)).items()}
 
 
 @pytest.fixture(scope="module")
 def train_snaps(tmp_path_factory) -> Dict[Tuple[str, bool], str]:
-    return _runs(tmp_path_factory.mktemp("hf_train"), TRAIN, "done 20", (True,))
+    return {k: snap for k, (snap, _) in
+            _runs(tmp_path_factory.mktemp("hf_train"), TRAIN, "done 20", (True,)).items()}
 
 
-def _runs(d, prog: str, done: str, tracks) -> Dict[Tuple[str, bool], str]:
-    out: Dict[Tuple[str, bool], str] = {}
+@pytest.fixture(scope="module")
+def trainer_runs(tmp_path_factory) -> Dict[Tuple[str, bool], Tuple[str, str]]:
+    """hf_trainer.py's twins under `run` and `run --track`, and its leak
+    untraced (key ("leak", None), no snapshot): {(kind, tracked): (snapshot,
+    what the program printed)}."""
+    pytest.importorskip("accelerate", reason="the test environment has no accelerate, which "
+                        "transformers' Trainer needs (scripts/setup installs it)")
+    d = tmp_path_factory.mktemp("hf_trainer")
+    out = _runs(d, TRAINER, "done 12", (False, True))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
+    r = subprocess.run([SIMRUN, "--mem", "1G", "--", sys.executable, TRAINER, "leak"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "done 12" in r.stdout, r.stderr[-3000:]
+    out[("leak", None)] = ("", r.stdout)
+    return out
+
+
+def _runs(d, prog: str, done: str, tracks) -> Dict[Tuple[str, bool], Tuple[str, str]]:
+    """Each twin of ``prog`` under `run` with each of ``tracks`` (--track or
+    not), the twins side by side: {(kind, tracked): (snapshot, what the
+    program printed)}."""
+    out: Dict[Tuple[str, bool], Tuple[str, str]] = {}
     for track in tracks:
         procs = {}
         for kind in ("leak", "fixed"):
@@ -67,7 +93,7 @@ def _runs(d, prog: str, done: str, tracks) -> Dict[Tuple[str, bool], str]:
         for kind, (p, snap) in procs.items():
             stdout, stderr = p.communicate(timeout=300)
             assert p.returncode == 0 and done in stdout, stderr[-3000:]
-            out[(kind, track)] = snap
+            out[(kind, track)] = (snap, stdout)
     return out
 
 
@@ -197,3 +223,36 @@ def test_a_validation_loss_summed_as_a_tensor_is_named_with_the_graph_it_keeps(t
     assert f"(hf_train.py:{total})'.grad_fn → (the autograd graph it keeps)" in held, held
     rc, text = check(train_snaps[("fixed", True)])
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:3000]
+
+
+def test_trainers_kept_logits_are_found_at_the_users_line_and_named_by_their_list(trainer_runs):
+    """transformers' Trainer drives the loop (accelerate wraps the optimizer,
+    whose steps `run` marks through the wrapper): under plain `run` the
+    kept logits are never freed at the line of the user's compute_loss that
+    called the model (not transformers' lines under it); under `run --track`
+    the class's list is named as their holder. The fixed twin is clean both
+    ways, and the program allocates what it allocates untraced."""
+    line = _line(TRAINER, "# MODEL_LINE")
+    untraced = [ln for ln in trainer_runs[("leak", None)][1].splitlines()
+                if ln.startswith("allocated ")]
+    assert len(untraced) == 1 and untraced[0] != "allocated 0", untraced
+    for track in (False, True):
+        snap, printed = trainer_runs[("leak", track)]
+        assert [ln for ln in printed.splitlines() if ln.startswith("allocated ")] == untraced, \
+            (track, printed[-2000:])
+        rc, text = check(snap)
+        why = _summary_last(text)
+        assert rc == 1 and ", 12 marks," in text, why
+        if track:
+            assert "from 1 cause" in text and "× [linger]" in text, why
+            held = _cause_held_by(text)
+            assert held.strip().startswith("held by: class KeepingTrainer.kept → list[*] → "
+                                           "tensor 'outputs = model(**inputs) "
+                                           f"(hf_trainer.py:{line})'"), held
+        else:
+            assert text.startswith("vramtrace check: 1 finding,"), why
+            assert "#1 [never-freed]" in text, why
+            assert "allocated: seq" in text and \
+                f"at compute_loss ({TRAINER}:{line}, def at line" in text, why
+        rc, text = check(trainer_runs[("fixed", track)][0])
+        assert rc == 0 and "vramtrace check: 0 findings" in text, (track, text[:3000])
