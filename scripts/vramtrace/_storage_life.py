@@ -16,7 +16,7 @@ storage stays unique for as long as the tracker knows it.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 __all__ = ["StorageLife", "storage_of"]
 
@@ -94,8 +94,12 @@ class StorageLife:
         self._reader = reader
         self._out = (ctypes.c_uint64 * 2)() if reader is not None else None
 
-    def now(self, handle: int) -> Optional[Tuple[int, int]]:
-        """(data_ptr, nbytes) of the storage now; None once it is gone."""
+    def now(self, handle: int) -> Union[None, bool, Tuple[int, int]]:
+        """(data_ptr, nbytes) of the storage now; None once it is gone;
+        True where it is alive and PyTorch refuses to hand its memory out
+        (cudagraph trees mark an output a later replay overwrote so that
+        the program's next read raises): its memory stays where it was,
+        and only the op observer's reader can say where that is."""
         if not handle or self._cls is None:
             return None
         reader = self._reader
@@ -112,8 +116,21 @@ class StorageLife:
             return None
         try:
             return self._address(st), int(st.nbytes())
+        except RuntimeError:
+            if self._refuses(st):
+                return True
+            raise
         finally:
             del st
+
+    def _refuses(self, st: Any) -> bool:
+        """Whether storage ``st`` refuses its data pointer to every reader
+        (its throw_on_immutable_data_ptr, where this PyTorch can say)."""
+        refuses = getattr(self._torch._C, "_storage_throw_on_immutable_data_ptr", None)
+        try:
+            return bool(refuses(st._cdata)) if refuses is not None else False
+        except Exception:  # noqa: BLE001 - a PyTorch that reads it otherwise: cannot say
+            return False
 
     def _address(self, st: Any) -> int:
         """Where storage ``st``'s memory is, read as StorageImpl::data():

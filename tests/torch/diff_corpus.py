@@ -301,6 +301,41 @@ def compile_inductor(r: Recorder) -> None:
     _compiled(r, "inductor")
 
 
+@program("cuda")
+def compile_reduce_overhead_keeps_outputs(r: Recorder) -> None:
+    # mode="reduce-overhead": inductor's kernels replayed as CUDA graphs
+    # (cudagraph trees), their outputs in the graphs' pool. The program keeps
+    # every step's output, or a row of it (a view: an op the tracker records
+    # on it), which the next replay overwrites: PyTorch makes each read of a
+    # kept one raise (torch._C._set_storage_access_error_msg), the tracker's
+    # reads at ops, marks and walks too, which must not
+    import torch._dynamo
+    torch._dynamo.reset()
+    _seed(r)
+    with r.tracked():
+        model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2)).to(r.dev)
+        cm = torch.compile(model, mode="reduce-overhead")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(4, 8, device=r.dev), torch.randn(4, 2, device=r.dev)
+        kept = []
+        for i in range(4):
+            opt.zero_grad()
+            out = cm(x)
+            F.mse_loss(out, y).backward()
+            opt.step()
+            kept.append(out if i % 2 == 0 else out[:, -1])
+            r.mem("step")
+            r.mark("step")
+        r.snapshot()
+        try:
+            kept[0].sum()
+        except RuntimeError as exc:
+            r.note(str(exc).split(".")[0])
+        del kept, out
+    torch._dynamo.reset()
+    r.mem("after")
+
+
 @program("cpu")
 def autocast_bf16_gradscaler(r: Recorder) -> None:
     _seed(r)

@@ -294,7 +294,10 @@ out:
  * (_storage_life.py; neither materializes a copy-on-write storage, as
  * UntypedStorage.data_ptr() would). 1 alive, now = {data, nbytes}; 0 gone;
  * -1 not read (an exception set). Only with d->life_now set (a storage
- * with a weak handle: the tracker has its StorageLife). */
+ * with a weak handle: the tracker has its StorageLife). A storage whose
+ * memory PyTorch refuses to hand out (StorageLife.now's True: an output of
+ * cudagraph trees a later replay overwrote) is alive where the books say:
+ * Python cannot read its address, and its memory stays where it was. */
 int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2])
 {
     if (d->storage_now != NULL) {
@@ -308,13 +311,17 @@ int storage_read(Dispatcher *d, const StorageRec *s, uint64_t now[2])
     if (got == NULL)
         return -1;
     int rc = 0;
-    if (got != Py_None) {
+    if (got == Py_True) {
+        now[0] = s->ptr;
+        now[1] = s->nbytes;
+        rc = 1;
+    } else if (got != Py_None) {
         if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 2) {
             now[0] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 0));
             now[1] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(got, 1));
             rc = PyErr_Occurred() ? -1 : 1;
         } else {
-            PyErr_SetString(PyExc_TypeError, "StorageLife.now: not (address, nbytes) or None");
+            PyErr_SetString(PyExc_TypeError, "StorageLife.now: not (address, nbytes), True or None");
             rc = -1;
         }
     }

@@ -20,6 +20,8 @@
 #include <optional>
 #include <vector>
 
+#include "storage_address.h"
+
 namespace trackobs {
 
 using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
@@ -121,7 +123,7 @@ inline IValues revived(HeldArgs &held, size_t &alive, size_t &dead,
             c10::intrusive_ptr<c10::StorageImpl> s = h.storage->lock();
             if (s) {
                 storage_uses->push_back(reinterpret_cast<uintptr_t>(s.get()));
-                storage_uses->push_back(reinterpret_cast<uintptr_t>(s->data()));
+                storage_uses->push_back(storage_address(s.get()));
             }
         }
         return at::Tensor();

@@ -68,6 +68,7 @@
 
 #include "frames_of_memory.h"
 #include "held_args.h"
+#include "storage_address.h"
 #include "storage_reads.h"
 #include "tensor_facts.h"
 
@@ -447,9 +448,9 @@ vt__tensor_facts facts_of(const at::Tensor &t)
         if (!t.has_storage())
             return f;
         const c10::Storage &s = t.storage();
-        f.storage_ptr = reinterpret_cast<uintptr_t>(s.data());
+        f.storage_ptr = storage_address(s.unsafeGetStorageImpl());
         f.storage_nbytes = static_cast<uint64_t>(s.nbytes());
-        f.tensor_ptr = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+        f.tensor_ptr = tensor_address(t);
         f.tensor_nbytes = static_cast<uint64_t>(t.nbytes());
         f.device = t.is_cuda() ? static_cast<int64_t>(t.get_device()) : -1;
         f.is_view = t.is_view() ? 1 : 0;
@@ -640,7 +641,7 @@ bool record_engine_uses(const Deferred &d, c10::ArrayRef<c10::IValue> in,
         } else if (t.has_storage()) {
             c10::StorageImpl *st = t.storage().unsafeGetStorageImpl();
             pairs.push_back(reinterpret_cast<uintptr_t>(st));
-            pairs.push_back(reinterpret_cast<uintptr_t>(st->data()));
+            pairs.push_back(storage_address(st));
         }
         return true;
     };

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "storage_address.h"
+
 extern "C" {
 
 // trackobs_make_weak(storage): a weak handle on a StorageImpl whose tensor
@@ -84,7 +86,7 @@ __attribute__((visibility("default"))) int trackobs_storage_now(uint64_t handle,
         if (!s) {
             alive = 0;
         } else {
-            out[0] = reinterpret_cast<uintptr_t>(s->data());
+            out[0] = trackobs::storage_address(s.get());
             out[1] = static_cast<uint64_t>(s->nbytes());
             alive = 1;
         }
