@@ -287,7 +287,7 @@ class _Gate:
         mine = [f for f in rep["findings"] if _made_by_test(f, addrs, t0)]
         if not mine:
             return None, snap
-        return _leak_message(mine), snap
+        return _leak_message(mine, rep.get("groups") or []), snap
 
     # -- the peak ------------------------------------------------------------
     @staticmethod
@@ -365,11 +365,50 @@ def _made_by_test(f: Dict[str, Any], addrs: Set[int], t0: int) -> bool:
     return f.get("freed") is None and int(f["addr"], 16) in addrs
 
 
-def _leak_message(findings: List[Dict[str, Any]]) -> str:
+_DETAILED_CAUSES = 5   # causes whose first finding a failure details
+
+
+def _leak_message(findings: List[Dict[str, Any]], groups: List[Dict[str, Any]]) -> str:
+    """The test's findings as `check` reports them: one line a cause (the
+    checker's groups: the same holder, the same owner line, chains through
+    the same autograd graph) with what holds it, then the first finding of
+    each cause in full. A list of every storage, each with its own chain
+    through the graph, was 31 entries and 130 lines for one kept loss."""
     total = sum(f["bytes"] for f in findings)
     n = len(findings)
-    lines = [f"vramtrace: {n} tensor storage{'s' if n != 1 else ''} made by this test "
-             f"outlived it ({fmt_bytes(total)})"]
+    causes: Dict[Any, List[Dict[str, Any]]] = {}
+    for f in findings:   # the checker's order: the largest first
+        g = f.get("group")
+        causes.setdefault(g if g is not None and 0 <= g < len(groups) else id(f), []).append(f)
+    head = (f"vramtrace: {n} tensor storage{'s' if n != 1 else ''} made by this test "
+            f"outlived it ({fmt_bytes(total)})")
+    if len(causes) == n:   # a cause each: the findings are their causes
+        return "\n".join([head] + _finding_lines(findings))
+    lines = [f"{head}, from {len(causes)} cause{'s' if len(causes) != 1 else ''}:"]
+    for key, fs in causes.items():
+        grp = groups[key] if isinstance(key, int) and key < len(groups) else {}
+        owner = grp.get("owner") or (fs[0].get("owner") or {}).get("name")
+        more = grp.get("lines", 1) - 1 if grp.get("count") == len(fs) else 0   # the test's alone
+        what = (f", tensor '{owner}'" + (f" and those of {more} more line{'s' if more > 1 else ''}"
+                                         if more > 0 else "")) if owner else ""
+        lines.append(f"  {len(fs)} × [{fs[0]['rule']}] {fmt_bytes(sum(f['bytes'] for f in fs))}"
+                     + what)
+        path = (grp.get("held_by") or grp.get("path")
+                or next((p["text"] for p in fs[0].get("paths") or []), ""))
+        lines.append(f"     held by: {path or 'no recorded reference'}")
+    firsts = [fs[0] for fs in causes.values()]
+    lines += _finding_lines(firsts[:_DETAILED_CAUSES])
+    left = n - min(len(firsts), _DETAILED_CAUSES)
+    if left:
+        lines.append(f"({left} more finding{'s' if left != 1 else ''} of "
+                     f"{'these causes' if len(causes) > 1 else 'this cause'}: `vramtrace check` "
+                     "on the test's snapshot, which --vramtrace-out DIR keeps, lists them all)")
+    return "\n".join(lines)
+
+
+def _finding_lines(findings: List[Dict[str, Any]]) -> List[str]:
+    """Each finding in full, numbered as listed."""
+    lines: List[str] = []
     for i, f in enumerate(findings, 1):
         how = ("held by a reference cycle: only the garbage collector freed it"
                if f["rule"] == "cycle" else "still alive after the test")
@@ -384,7 +423,7 @@ def _leak_message(findings: List[Dict[str, Any]]) -> str:
             lines.append("   held by: no recorded reference")
         for p in paths:
             lines.append(f"   held by: {p['text']}")
-    return "\n".join(lines)
+    return lines
 
 
 def _trace_peaks(dump: Dict[str, Any], t0: int

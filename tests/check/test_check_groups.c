@@ -140,6 +140,34 @@ TEST(a_graph_kept_through_chains_of_any_length_is_one_cause)
                       "ReluBackward0.SavedTensor 'self' of ReluBackward0" } });
 }
 
+/* The JSON says the causes as the text does: each finding names its group
+ * ("group"), and a group what holds it as the cause's "held by" line reads
+ * ("held_by": the graph's holder and the graph, where "path" is its first
+ * finding's chain, the nodes between folded): what the pytest plugin says a test's leak with. */
+TEST(the_json_names_each_findings_cause_and_what_holds_it_as_the_text_does)
+{
+    synth y;
+    vt__check_report *r = report_of(
+        &y, &(struct program){ .module = 5000, .kind = "list", .attr = ".losses",
+                               .keep = keep_a_loss_and_its_graph_of_chains },
+        &(struct causes){ .mib = 4, .text = { "8 findings from 1 cause" } });
+    ASSERT_EQ(r->nfindings, 8);
+    char *json = render(r, &y, 1);
+    size_t n = 0;
+    for (const char *p = json; (p = strstr(p, "{\"rule\":\"linger\",\"group\":0,")); p++)
+        n++;
+    ASSERT_MSG(n == 8, "%zu findings of group 0 in\n%s", n, json);
+    ASSERT_STR_CONTAINS(json, "\"held_by\":\"module __main__.losses \xe2\x86\x92 list[*] "
+                              "\xe2\x86\x92 tensor 'loss'.grad_fn \xe2\x86\x92 (the autograd "
+                              "graph it keeps)\"");
+    ASSERT_STR_CONTAINS(json, "\"path\":\"module __main__.losses \xe2\x86\x92 list[*] "
+                              "\xe2\x86\x92 tensor 'loss'.grad_fn \xe2\x86\x92 (autograd nodes) "
+                              "\xe2\x86\x92 ReluBackward0.SavedTensor 'self' of ReluBackward0");
+    free(json);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* One graph, reached from its named root for some of its tensors and, for
  * others, from a node nothing named holds (the walk found those through
  * the graph alone, an LSTM's saved gates: "(autograd nodes) → ..."): one

@@ -530,6 +530,9 @@ void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char 
 /* The holder of the autograd graph whose tensors ``grp`` groups; NULL when
  * it groups by owner line and holder. */
 const char *vt__ck_group_graph_root(const ck_group *grp);
+/* What a cause's "held by" says after a graph's holder: its tensors are the
+ * graph's (the text's causes and the JSON groups' "held_by"). */
+#define CK_GRAPH_KEPT " \xe2\x86\x92 (the autograd graph it keeps)"
 
 /* ------------------------------------------------------------------------ */
 /* check_window.c                                                           */

@@ -161,7 +161,7 @@ static void print_held_by(FILE *f, const char *indent, const ck_group *g, const 
 {
     const char *root = vt__ck_group_graph_root(g);
     if (root)
-        fprintf(f, "%sheld by: %s \xe2\x86\x92 (the autograd graph it keeps)\n", indent, root);
+        fprintf(f, "%sheld by: %s" CK_GRAPH_KEPT "\n", indent, root);
     else
         fprintf(f, "%sheld by: %.*s\n", indent, len, path);
 }

@@ -136,16 +136,21 @@ static void json_kept_part(FILE *f, const vt__check_finding *x)
 }
 
 /* One finding as a JSON object, after `sep`. */
+/* One finding; `group` its index among the report's groups (its cause),
+ * negative for a minor one (listed apart, in no group). */
 static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_finding *x,
-                         const char *sep)
+                         long group, const char *sep)
 {
-    fprintf(f, "%s\n{\"rule\":\"%s\",\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
+    fprintf(f, "%s\n{\"rule\":\"%s\",", sep, vt__check_rule_name(x->rule));
+    if (group >= 0)
+        fprintf(f, "\"group\":%ld,", group);
+    fprintf(f, "\"addr\":\"0x%" PRIx64 "\",\"device\":%d,"
                "\"external\":%s,\"before_window\":%s,\"bytes\":%" PRIu64
                ",\"block_bytes\":%" PRIu64 ",\"allocations\":%u,"
                "\"allocations_before_window\":%u,\"older_alive\":{\"storages\":%u,"
                "\"bytes\":%" PRIu64 "},\"kept_lines\":%u,\"kept_steps\":%u,\"loop_visits\":%u,"
                "\"owner\":",
-            sep, vt__check_rule_name(x->rule), x->addr, x->device,
+            x->addr, x->device,
             x->external ? "true" : "false", x->before_window ? "true" : "false",
             x->bytes, x->block_bytes, x->nallocs, x->nbefore_window, x->older_alive,
             x->older_alive_bytes, x->kept_lines, x->kept_steps, x->loop_visits);
@@ -231,6 +236,16 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
 
 int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__snapshot_data *s)
 {
+    /* the causes first: each finding names its own ("group"), and nothing
+     * is written where there is no memory to group them */
+    size_t ng = 0;
+    uint64_t *older = NULL;
+    uint32_t *group_of = malloc((r->nfindings ? r->nfindings : 1) * sizeof *group_of);
+    ck_group *g = group_of ? vt__ck_groups_with_older(r, s, &ng, &older, group_of) : NULL;
+    if (!g) {
+        free(group_of);
+        return -ENOMEM;
+    }
     fprintf(f, "{\"vramtrace_check\":1,\"rules_run\":[");
     const char *sep = "";
     for (unsigned b = 1; b <= VT_CHECK_RULE_GROWTH; b <<= 1)
@@ -272,18 +287,13 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
     for (size_t i = 0; i < r->nfindings; i++)
-        json_finding(f, s, &r->findings[i], i ? "," : "");
+        json_finding(f, s, &r->findings[i], (long)group_of[i], i ? "," : "");
     fprintf(f, "],\"min_bytes\":%" PRIu64 ",\"peak_bytes\":%" PRIu64 ",\"minor_bytes\":%" PRIu64
                ",\"minor_held_bytes\":%" PRIu64 ",\"minor\":[", r->min_bytes, r->peak_bytes,
             r->minor_bytes, r->minor_held_bytes);
     for (size_t i = 0; i < r->nminor; i++)
-        json_finding(f, s, &r->minor[i], i ? "," : "");
+        json_finding(f, s, &r->minor[i], -1, i ? "," : "");
     fprintf(f, "],\"groups\":[");
-    size_t ng = 0;
-    uint64_t *older = NULL;
-    ck_group *g = vt__ck_groups_with_older(r, s, &ng, &older, NULL);
-    if (!g)
-        return -ENOMEM;
     for (size_t k = 0; k < ng; k++) {
         const char *rule, *owner, *path;
         char copy[CK_GROUP_KEY_MAX];
@@ -295,6 +305,13 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         vt__json_str(f, owner);
         fprintf(f, ",\"path\":");
         vt__json_str(f, path);
+        /* as the text's cause says it: a graph's holder and the graph */
+        const char *root = vt__ck_group_graph_root(&g[k]);
+        char held[CK_GROUP_KEY_MAX + sizeof CK_GRAPH_KEPT];
+        if (root)
+            snprintf(held, sizeof held, "%s" CK_GRAPH_KEPT, root);
+        fprintf(f, ",\"held_by\":");
+        vt__json_str(f, root ? held : path);
         fprintf(f, ",\"under_call\":");
         if (r->findings[g[k].first].under_stack)
             json_stack(f, s, r->findings[g[k].first].under_stack);
@@ -304,6 +321,7 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     }
     free(g);
     free(older);
+    free(group_of);
     fprintf(f, "]}\n");
     fflush(f);
     return ferror(f) ? -EIO : 0;

@@ -1,4 +1,4 @@
-"""Example suite for the pytest plugin: three leaks and their fixed twins.
+"""Example suite for the pytest plugin: four leaks and their fixed twins.
 
 Run by ../test_pytest_plugin.py with --vramtrace-leaks: exactly the *_leak
 tests must fail, each naming its holder and the line (marked LEAK_...)."""
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 CACHE = []                   # a module-level cache
+LOSSES = []                  # a module-level record of losses
 TABLE = torch.ones(256)      # made at import: the module's, not a test's
 
 
@@ -38,6 +39,21 @@ def test_cache_leak():
 def test_cache_fixed():
     x = torch.randn(2048)
     CACHE.append(float((x * 2).sum()))
+
+
+def _loss_of_a_step():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 128), torch.nn.Tanh(),
+                                torch.nn.Linear(128, 1))
+    return model(torch.randn(32, 64)).square().mean()  # LOSS_LINE
+
+
+def test_graph_leak():
+    LOSSES.append(_loss_of_a_step())  # LEAK_GRAPH: the loss keeps its graph
+
+
+def test_graph_fixed():
+    LOSSES.append(_loss_of_a_step().item())
 
 
 @pytest.fixture(scope="module")
