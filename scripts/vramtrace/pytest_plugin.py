@@ -376,17 +376,20 @@ def _leak_message(findings: List[Dict[str, Any]], groups: List[Dict[str, Any]]) 
     through the graph, was 31 entries and 130 lines for one kept loss."""
     total = sum(f["bytes"] for f in findings)
     n = len(findings)
-    causes: Dict[Any, List[Dict[str, Any]]] = {}
-    for f in findings:   # the checker's order: the largest first
+    # group index -> its findings, in the checker's order (the largest
+    # first); a finding the JSON puts in no group is a cause of its own
+    causes: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
+    for i, f in enumerate(findings):
         g = f.get("group")
-        causes.setdefault(g if g is not None and 0 <= g < len(groups) else id(f), []).append(f)
+        key = ("group", g) if isinstance(g, int) and 0 <= g < len(groups) else ("finding", i)
+        causes.setdefault(key, []).append(f)
     head = (f"vramtrace: {n} tensor storage{'s' if n != 1 else ''} made by this test "
             f"outlived it ({fmt_bytes(total)})")
     if len(causes) == n:   # a cause each: the findings are their causes
         return "\n".join([head] + _finding_lines(findings))
     lines = [f"{head}, from {len(causes)} cause{'s' if len(causes) != 1 else ''}:"]
-    for key, fs in causes.items():
-        grp = groups[key] if isinstance(key, int) and key < len(groups) else {}
+    for (kind, k), fs in causes.items():
+        grp = groups[k] if kind == "group" else {}
         owner = grp.get("owner") or (fs[0].get("owner") or {}).get("name")
         more = grp.get("lines", 1) - 1 if grp.get("count") == len(fs) else 0   # the test's alone
         what = (f", tensor '{owner}'" + (f" and those of {more} more line{'s' if more > 1 else ''}"
