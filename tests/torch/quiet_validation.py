@@ -10,8 +10,11 @@ walk what the pass keeps. Knows nothing of vramtrace.
 ``python quiet_validation.py leak|fixed``: fixed, the pass runs under
 ``no_grad()`` and sums ``loss.item()``. Prints each epoch's validation
 loss. (`check` judges the first pass: the second epoch's marks end its step.)
+DEVICE_TIME_S=SECONDS sets a batch's spin (0: none, for a run whose output
+alone is compared).
 """
 
+import os
 import sys
 import time
 
@@ -19,6 +22,7 @@ import torch
 from torch import nn
 
 kind = sys.argv[1]
+BATCH_DEVICE_TIME = float(os.environ.get("DEVICE_TIME_S", "0.1"))
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                       nn.Linear(1024, 10)).cuda()
@@ -42,7 +46,7 @@ def validate() -> float:
     model.eval()
     val_loss = 0
     for x, y in val:
-        device_time(0.1)
+        device_time(BATCH_DEVICE_TIME)
         if kind == "leak":
             val_loss += criterion(model(x), y)   # VAL_LINE: every batch's graph kept
         else:
