@@ -34,6 +34,19 @@ inline const void *storage_data_unchecked(S *s, long)
     return s->data();
 }
 
+// Whether s refuses data() to every reader (where this torch can say).
+template <typename S>
+inline auto storage_refuses_data(const S *s, int) -> decltype(bool(s->throw_on_immutable_data_ptr()))
+{
+    return s->throw_on_immutable_data_ptr();
+}
+
+template <typename S>
+inline bool storage_refuses_data(const S *, long)
+{
+    return false;
+}
+
 // The address of storage s's memory (0 for one without memory).
 inline uintptr_t storage_address(c10::StorageImpl *s)
 {
@@ -41,17 +54,21 @@ inline uintptr_t storage_address(c10::StorageImpl *s)
 }
 
 // The address of t's first element, as TensorImpl::const_data_ptr() reads
-// it (0 for an empty tensor), on a storage that may refuse data() (t has a
-// storage: the caller asked).
+// it (0 for an empty tensor), also on a storage that refuses data() (t has
+// a storage: the caller asked). Any other refusal (a wrapper's, a fake
+// tensor's) is thrown on, for the caller's rule.
 inline uintptr_t tensor_address(const at::Tensor &t)
 {
     try {
         return reinterpret_cast<uintptr_t>(t.const_data_ptr());
-    } catch (...) {   // refused: the same rule on the unchecked address
+    } catch (...) {
+        c10::StorageImpl *s = t.storage().unsafeGetStorageImpl();
+        if (!storage_refuses_data(s, 0))
+            throw;
+        // refused: TensorImpl's rule on the unchecked address
         if (t.numel() == 0)
             return 0;
-        return storage_address(t.storage().unsafeGetStorageImpl()) +
-               static_cast<uintptr_t>(t.itemsize() * t.storage_offset());
+        return storage_address(s) + static_cast<uintptr_t>(t.itemsize() * t.storage_offset());
     }
 }
 
