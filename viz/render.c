@@ -26,6 +26,7 @@
  */
 #include "bsearch.h"
 #include "errbuf.h"
+#include "grow.h"
 #include "render.h"
 #include "render_internal.h"
 
@@ -64,6 +65,19 @@ int vt__viz_on_axis_kind(uint8_t kind)
     default:
         return 0;
     }
+}
+
+int vt__viz_keep_pause(struct render *r, const vt__event *e)
+{
+    if (e->kind != VT_EV_PAUSE)
+        return 0;
+    uint64_t *p = vt__grow_push((void **)&r->pauses, &r->cap_pauses, &r->npauses,
+                                2 * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p[0] = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
+    p[1] = e->time_ns;
+    return 0;
 }
 
 static void put_axis(struct render *r, uint32_t ev)
@@ -233,6 +247,7 @@ void vt__viz_render_free(struct render *r)
     free(r->str_map);
     free(r->strs);
     free(r->streams);
+    free(r->pauses);
     vt__buf_free(&r->findings);
 }
 
@@ -382,6 +397,11 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
     build_axis(&r);
     build_order(&r);
     bind_names(&r);
+    for (size_t i = 0; i < s->nevents; i++)
+        if (vt__viz_keep_pause(&r, &s->events[i]) < 0) {
+            rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
+            goto out;
+        }
 
     /* Stacks: the allocations' and the findings', with their callers. */
     for (size_t i = 0; i < nl; i++) {

@@ -58,6 +58,11 @@ struct render {
     vt__buf findings;        /* JSON array items */
     size_t nfindings;
     const vt__check_report *check;   /* the checker's report, NULL: not checked */
+    /* The tool's pauses (PAUSE events: track()'s holder walks, a
+     * snapshot's), [start, end] ns pairs: time on the axis that was not the
+     * program's, shaded and said on the page. */
+    uint64_t *pauses;
+    size_t npauses, cap_pauses;   /* pairs */
 };
 
 /* The binary columns: each a named section of the blob. */
@@ -151,6 +156,9 @@ void vt__viz_render_free(struct render *r);
 void vt__viz_keep_stack(struct render *r, uint32_t id);
 /* Is an event of this kind on the x axis whatever the lifetimes say? */
 int vt__viz_on_axis_kind(uint8_t kind);
+/* Event e, if a PAUSE (its end time, aux its length), kept in r->pauses.
+ * 0, or -ENOMEM. */
+int vt__viz_keep_pause(struct render *r, const vt__event *e);
 /* Renames (TENSOR_NAME) by tensor id, in event order within an id. */
 struct vt__viz_rename { uint64_t id; uint32_t ev; uint32_t str; };
 int vt__viz_cmp_rename(const void *a, const void *b);

@@ -160,6 +160,13 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
         vt__put_printf(m, "%s[%" PRId64 ",%" PRIu32 "]", k ? "," : "", (int64_t)p1 - 1,
                        use_str(r, steps[k].label));
     }
+    /* the tool's pauses: [ns from t0 at its start, at its end] */
+    vt__put_str(m, "],\"pauses\":[");
+    for (size_t k = 0; k < r->npauses; k++) {
+        const uint64_t *p = &r->pauses[2 * k];
+        vt__put_printf(m, "%s[%" PRIu64 ",%" PRIu64 "]", k ? "," : "",
+                       p[0] > r->t0 ? p[0] - r->t0 : 0, p[1] > r->t0 ? p[1] - r->t0 : 0);
+    }
     vt__put_str(m, "],\"streams\":[");
     for (uint32_t i = 0; i < r->nstreams; i++)
         vt__put_printf(m, "%s\"0x%" PRIx64 "\"", i ? "," : "", r->streams[i]);

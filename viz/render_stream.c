@@ -234,6 +234,8 @@ static int read_kinds(struct sr *x)
         x->ntensor_new += e.kind == VT_EV_TENSOR_NEW;
         if (e.kind == VT_EV_STREAM_USE && vt__u64map_put(&x->stream_use, e.addr, 1))
             return -ENOMEM;
+        if (vt__viz_keep_pause(r, &e) < 0)
+            return -ENOMEM;
         i++;
     }
     if (rc < 0)

@@ -81,6 +81,30 @@
   }
 
 
+  /* The tool's pauses (meta.pauses, [start, end] ns from the first event:
+   * track()'s holder walks, a snapshot's): on the time axis a grey band
+   * each, time that was not the program's (check judges the program's own
+   * time without it); none on the event axis, where a pause has no width.
+   * Returns where they were drawn ([x0, x1] in CSS px); the main
+   * timeline's are kept for the tests (pauseBands). */
+  const pauses = meta.pauses || [];
+  let pauseBands = [];
+  function drawPauses(ctx, L, T, PW, PH) {
+    const bands = [];
+    if (view.mode !== 'time' || !pauses.length) return bands;
+    ctx.save();
+    ctx.fillStyle = 'rgba(96, 96, 96, 0.22)';
+    for (const [a, b] of pauses) {
+      const x0 = Math.max(L, pxOfX(a, L, PW)), x1 = Math.min(L + PW, pxOfX(b, L, PW));
+      if (x1 <= x0) continue;
+      ctx.fillRect(x0, T, Math.max(x1 - x0, dpr), PH);
+      bands.push([x0 / dpr, x1 / dpr]);
+    }
+    ctx.restore();
+    return bands;
+  }
+
+
   /* The out-of-memory (vramtrace oom, meta.oom): a red line across the
    * plot, labelled at its top; where it is drawn, for the tests. */
   const oom = meta.oom;
@@ -228,6 +252,7 @@
     }
     ctx.putImageData(img, L, T);
     drawAxes(ctx, L, T, PW, PH, 0, ymax, dpr);
+    drawPauses(ctx, L, T, PW, PH);
     drawMarks(ctx, L, T, PW, PH);
     drawTapePeaks(ctx, L, T, PW);
     drawMoment(ctx, L, T, PW, PH);

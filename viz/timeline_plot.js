@@ -290,6 +290,7 @@
         : 'no allocation recorded in this snapshot' + (meta.marks.length ? ' (marks only)' : ''), L + PW / 2, T + PH / 2);
       ctx.restore();
     }
+    pauseBands = drawPauses(ctx, L, T, PW, PH);
     drawMarks(ctx, L, T, PW, PH);
     drawTapePeaks(ctx, L, T, PW);
     drawOom(ctx, L, T, PW, PH);

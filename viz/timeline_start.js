@@ -81,6 +81,7 @@
     ext.width = 0; ext.height = 0;   // the hidden lane keeps no backing store
   }
   if (tapePeaks.length) for (const el of document.querySelectorAll('.tape-legend')) el.hidden = false;
+  if (pauses.length) for (const el of document.querySelectorAll('.pause-legend')) el.hidden = false;
 
   dpr = window.devicePixelRatio || 1;
   resetView();
@@ -143,6 +144,9 @@
     /* The marks' labels as drawn (a run that marked none: the steps its
      * backward passes tell, `check`'s). */
     markLabels() { return meta.marks.map((_, i) => markLabel(i)); },
+    /* The tool's pauses drawn in the main timeline's last draw: [x0, x1]
+     * in the canvas's CSS px (none on the event axis). */
+    pauseBands() { return pauseBands.map((b) => b.slice()); },
     /* The OOM: its axis position and the panel's text (null without one),
      * and the client x of its marker in the last draw (null: not drawn). */
     oom: oom ? { ax: oom.ax, size: oom.x.request.size } : null,

@@ -596,6 +596,32 @@ const tests = {
     });
   },
 
+  // The tool's pauses (track()'s holder walks: PAUSE events) are time the
+  // program did not run: on the time axis each is a grey band as wide as
+  // it lasted, said in the legend; on the event axis, where a pause has no
+  // width, none. Before, a run's first steps looked 100 ms long where the
+  // walks had paused them (a Hugging Face Trainer's, run --track).
+  async the_tools_pauses_are_shaded_on_the_time_axis_and_said() {
+    const html = makePage('paused', false, 'paused');
+    await withPage(html, async (page) => {
+      const bands = await page.evaluate(() => window.__vt.pauseBands());
+      check(bands.length === 2, 'pause bands drawn: ' + JSON.stringify(bands));
+      const w = bands.map(([a, b]) => b - a);
+      check(w[0] > 1.7 * w[1] && w[0] < 2.3 * w[1], 'a 40 ms pause is not twice a 20 ms one: ' + JSON.stringify(w));
+      check(await page.evaluate(() => !document.querySelector('.pause-legend').hidden), 'the legend says nothing of pauses');
+      await shot(page, 'pauses');
+      await page.click('#xmode');
+      await until(page, () => window.__vt.view.mode === 'event');
+      await page.waitForTimeout(50);
+      const none = await page.evaluate(() => window.__vt.pauseBands());
+      check(none.length === 0, 'pauses drawn on the event axis: ' + JSON.stringify(none));
+    });
+    await withPage(makePage('no_pauses', false), async (page) => {
+      check(await page.evaluate(() => document.querySelector('.pause-legend').hidden), 'a legend for pauses that are not there');
+      check((await page.evaluate(() => window.__vt.pauseBands())).length === 0, 'pauses drawn where none were recorded');
+    });
+  },
+
   // `vramtrace viz A B` of two snapshots without marks: the overview has
   // its axes and legend, and "first mark" says there are none.
   async ranks_without_marks_say_so() {

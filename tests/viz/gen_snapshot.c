@@ -42,6 +42,9 @@
  *       segment the cache keeps unused (reserved far above allocated); a
  *       112-byte tracked CPU storage; the snapshot written 1 s after the
  *       last event, at exit.
+ *   gen_snapshot paused OUT.vtsnap
+ *       Five marked steps of a millisecond, the tool paused 40 ms at mark 2
+ *       and 20 ms at mark 4 (PAUSE events, as track()'s walks record them).
  *   gen_snapshot python OUT.vtsnap
  *       Stacks as the recorder writes them in a PyTorch program: Python
  *       frames (ip 0, module "python", with their functions' first lines)
@@ -695,6 +698,26 @@ static void generate_edge(const char *kind)
         e->size = e->req_size = 3 * MiB;
         e->aux = VT_PASS_HOST;
         e->stack = st_fwd;
+    } else if (!strcmp(kind, "paused")) {
+        /* Five marked steps of about a millisecond; the tracker walked for
+         * holders at marks 2 and 4 (PAUSE: its end time and its length),
+         * 40 and 20 ms of the tool's time inside the program's. */
+        uint32_t st_fwd = STACK("main", "forward");
+        for (int step = 1; step <= 5; step++) {
+            char label[16];
+            snprintf(label, sizeof label, "step %d", step);
+            mark(label);
+            if (step == 2 || step == 4) {
+                uint64_t len = step == 2 ? 40000000ull : 20000000ull;
+                vt__event *p = ev(VT_EV_PAUSE);
+                now_ns += len;
+                p->time_ns = now_ns;
+                p->aux = len;
+            }
+            uint64_t a = alloc(2 * MiB, st_fwd, 0);
+            now_ns += 1000000;
+            release(a, 2 * MiB, st_fwd, 0);
+        }
     } else if (!strcmp(kind, "by_hand")) {
         /* A training loop that steps its parameters by hand (no optimizer
          * step: no mark): each step a forward's block, then its backward
@@ -736,13 +759,13 @@ int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
                                          "python", "oom", "oom_leak", "run", "observed",
-                                         "by_hand" };
+                                         "by_hand", "paused" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|observed|by_hand OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|observed|by_hand|paused OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
