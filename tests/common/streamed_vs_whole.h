@@ -107,9 +107,10 @@ static inline void svw_training_loop(const char *tag, svw_from_file *from_file, 
 }
 
 /* The shapes gen_snapshot makes that the viz tests render: "run" holds
- * holders; "big", last, is a loop that grows. */
+ * holders, "paused" the tool's pauses; "big", last, is a loop that grows. */
 static const char *const svw_shapes[] = { "small", "many", "empty", "one", "marks", "huge",
-                                          "python", "run", "oom", "observed", "by_hand", "big" };
+                                          "python", "run", "oom", "observed", "by_hand",
+                                          "paused", "big" };
 enum { SVW_NSHAPES = sizeof svw_shapes / sizeof *svw_shapes };
 
 /* gen_snapshot (VT_GEN, set by meson test) writes shape `kind` to path; the

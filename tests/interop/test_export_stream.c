@@ -202,4 +202,30 @@ TEST(streamed_exports_are_the_whole_exports_on_every_generated_shape)
     svw_each_shape("exportshapes", svw_shapes, SVW_NSHAPES, 200000, same_for_shape);
 }
 
+/* The tool's pauses (gen_snapshot "paused": 40 and 20 ms after marks 2 and
+ * 4) are slices of their own in Perfetto, as long as they lasted: the
+ * allocations' time around them was not the program's. */
+TEST(perfetto_shows_the_tools_pauses_as_slices)
+{
+    char dir[] = "/tmp/vt-test-pauses-XXXXXX", path[64];
+    ASSERT(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/paused.vtsnap", dir);
+    svw_gen_shape("paused", path, 0);
+    vt__snapshot_data *s;
+    ASSERT_MSG(vt__snapshot_load(path, &s, err, sizeof err) == 0, "%s", err);
+    size_t n;
+    char *out = export_whole(&formats[0], s, 0, &n);
+    const char *slice = "\"ph\":\"X\",\"cat\":\"vramtrace\",\"pid\":2,\"tid\":0,\"ts\":";
+    size_t found = 0;
+    for (const char *p = out; (p = strstr(p, slice)); p++)
+        found++;
+    ASSERT_MSG(found == 2, "%zu pause slices in\n%s", found, out);
+    ASSERT_STR_CONTAINS(out, "\"dur\":40000.000,\"name\":\"vramtrace paused (not the program's time)\"");
+    ASSERT_STR_CONTAINS(out, "\"dur\":20000.000,\"name\":\"vramtrace paused (not the program's time)\"");
+    free(out);
+    vt__snapshot_free(s);
+    unlink(path);
+    rmdir(dir);
+}
+
 TEST_MAIN()

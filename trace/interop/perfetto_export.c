@@ -8,7 +8,8 @@
  * computes: `vramtrace json` shows them as `curve`); one async slice (b/e,
  * since allocations overlap and need not nest) per allocation with its size,
  * stream, address and top frames as args; instants for marks (global), OOMs,
- * bad frees, FINDING events and the findings handed in (rule, bytes, site).
+ * bad frees, FINDING events and the findings handed in (rule, bytes, site);
+ * a slice per device for each of the tool's pauses.
  * Timestamps are microseconds since the first event; the wall clock of that
  * instant is in the metadata (otherData). Each kind of record is written by
  * a function of its own (perfetto_write.h), which the streamed export
@@ -154,14 +155,27 @@ void vt__pf_slice(vt__pf *w, const vt__lifetime *l)
     fputc('}', o);
 }
 
-/* Marks (global), OOMs, bad frees and FINDING events. */
+/* What "vramtrace paused" slices are named: time the program did not run. */
+#define PAUSE_NAME "vramtrace paused (not the program's time)"
+
+/* Marks (global), OOMs, bad frees and FINDING events as instants; the
+ * tool's pauses (PAUSE: track()'s holder walks, a snapshot's) as a slice on
+ * each device's process, which the allocations' time would otherwise seem
+ * the program's. */
 void vt__pf_instant(vt__pf *w, const vt__event *e)
 {
     const vt__snapshot_data *s = w->s;
     const vt__timeline *tl = w->tl;
     FILE *o = w->o;
     char b[64];
-    if (e->kind == VT_EV_MARK) {
+    if (e->kind == VT_EV_PAUSE) {
+        uint64_t start = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
+        for (size_t d = 0; d < tl->ndevices; d++)
+            fprintf(o, "%s{\"ph\":\"X\",\"cat\":\"vramtrace\",\"pid\":%d,\"tid\":0,"
+                       "\"ts\":%.3f,\"dur\":%.3f,\"name\":\"" PAUSE_NAME "\"}",
+                    sep(w), pid_of(tl->devices[d].device), ts_us(tl, start),
+                    ts_us(tl, e->time_ns) - ts_us(tl, start));
+    } else if (e->kind == VT_EV_MARK) {
         fprintf(o, "%s{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"mark\",\"pid\":%d,\"tid\":0,"
                    "\"ts\":%.3f,\"name\":", sep(w), pid_of(e->device), ts_us(tl, e->time_ns));
         vt__json_str(o, vt__snapshot_string(s, e->str));
