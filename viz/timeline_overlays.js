@@ -85,19 +85,25 @@
    * track()'s holder walks, a snapshot's): on the time axis a grey band
    * each, time that was not the program's (check judges the program's own
    * time without it); none on the event axis, where a pause has no width.
-   * Returns where they were drawn ([x0, x1] in CSS px); the main
-   * timeline's are kept for the tests (pauseBands). */
+   * A pause under a pixel wide is left out: a mark's short one at every
+   * step (0.1 ms) would grey a whole run zoomed out. Returns where they
+   * were drawn ([x0, x1] in CSS px); the main timeline's are kept for the
+   * tests (pauseBands). */
   const pauses = meta.pauses || [];
   let pauseBands = [];
   function drawPauses(ctx, L, T, PW, PH) {
     const bands = [];
     if (view.mode !== 'time' || !pauses.length) return bands;
+    // the first pause ending in view: they are in time order
+    let i = 0, hi = pauses.length;
+    while (i < hi) { const m = (i + hi) >>> 1; if (pauses[m][1] < view.v0) i = m + 1; else hi = m; }
     ctx.save();
     ctx.fillStyle = 'rgba(96, 96, 96, 0.22)';
-    for (const [a, b] of pauses) {
-      const x0 = Math.max(L, pxOfX(a, L, PW)), x1 = Math.min(L + PW, pxOfX(b, L, PW));
-      if (x1 <= x0) continue;
-      ctx.fillRect(x0, T, Math.max(x1 - x0, dpr), PH);
+    for (; i < pauses.length && pauses[i][0] <= view.v1; i++) {
+      const x0 = Math.max(L, pxOfX(pauses[i][0], L, PW));
+      const x1 = Math.min(L + PW, pxOfX(pauses[i][1], L, PW));
+      if (x1 - x0 < dpr) continue;
+      ctx.fillRect(x0, T, x1 - x0, PH);
       bands.push([x0 / dpr, x1 / dpr]);
     }
     ctx.restore();
