@@ -477,23 +477,22 @@ static void *snapshot_forever(void *arg)
 TEST(fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child)
 {
     skip_fork_during_malloc_under_asan();
+#if defined(__SANITIZE_THREAD__)
+    /* Caught with gdb in a hung child (1 run in 150 under load): the
+     * child's realloc of the ring's copy (160 KB, ThreadSanitizer's
+     * LargeMmapAllocator) spun on that allocator's lock, which the parent's
+     * writing thread held at the fork: this libtsan (GCC 12's) does not
+     * hold it across a fork (nor its dlopen interceptor's lock, an earlier
+     * hang of this test's children). The plain build runs this test (the
+     * other hang caught, pool_observe.c's settings lock, was vramtrace's). */
+    SKIP("ThreadSanitizer's large allocator is not fork-safe while another thread allocates");
+#endif
     char dir[64], path[128], cpath[160];
     make_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/busy.vtsnap", dir);
     for (int i = 0; i < 2000; i++)
         vt__trace(.kind = VT_EV_ALLOC, .stream = 1, .addr = 0x1000 + (uint64_t)i,
                   .req_size = 512, .size = 512);
-#if defined(__SANITIZE_THREAD__)
-    /* A process's first snapshot looks for the C++ demangler once, through
-     * dlopen(RTLD_NOLOAD). glibc resets its loader lock in a forked child,
-     * but ThreadSanitizer's dlopen interceptor holds a lock of its own
-     * (LibIgnore) that it does not: a fork while the other thread is in that
-     * first lookup leaves the child's own lookup waiting forever, inside the
-     * sanitizer (seen 2 in 25 runs under load). The plain build keeps that
-     * window; here the lookup is done before the other thread starts, so the
-     * test is of vramtrace's snapshot lock, which is its point. */
-    ASSERT_EQ(vt_snapshot(path), 0);
-#endif
     atomic_store(&snapping, true);
     pthread_t t;
     ASSERT_EQ(pthread_create(&t, NULL, snapshot_forever, path), 0);

@@ -48,6 +48,19 @@ int vt_pool_observe(const void *pool_code, const void *observer_code)
 static pthread_mutex_t settings_lock = PTHREAD_MUTEX_INITIALIZER;
 static char settings[1024];   /* vt_pool_settings (under settings_lock) */
 
+/* fork() while another thread reads the settings (a snapshot's metadata,
+ * built before its write lock is taken) left the lock held in the child,
+ * whose own snapshot then hung for ever (caught under load in
+ * fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child):
+ * held across the fork, as pool_state.c's. */
+static void fork_prepare(void) { pthread_mutex_lock(&settings_lock); }
+static void fork_release(void) { pthread_mutex_unlock(&settings_lock); }
+
+__attribute__((constructor)) static void pool_settings_atfork(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 int vt_pool_settings(const char *text)
 {
     pthread_mutex_lock(&settings_lock);
