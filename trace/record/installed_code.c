@@ -50,6 +50,17 @@ static vt__u64map by_hash;         /* hash of a directory -> its index in dirs *
 static struct dir_names *dirs;
 static size_t ndirs, cap_dirs;
 
+/* fork() while another thread looks a file up (a snapshot's frames) would
+ * leave the lock held in the child, whose own snapshot would hang: held
+ * across the fork, as pool_observe.c's settings lock. */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_release(void) { pthread_mutex_unlock(&lock); }
+
+__attribute__((constructor)) static void installed_code_atfork(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 static uint64_t hash_of(const char *p, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
