@@ -75,7 +75,7 @@ int vt__viz_keep_pause(struct render *r, const vt__event *e)
                                 2 * sizeof *p);
     if (!p)
         return -ENOMEM;
-    p[0] = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
+    p[0] = vt__pause_start(e);
     p[1] = e->time_ns;
     return 0;
 }

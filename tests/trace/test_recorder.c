@@ -432,7 +432,8 @@ static void *intern_forever(void *arg)
  * held and hangs in its first malloc (seen: __sanitizer::Mutex::Lock under
  * asan_calloc in the child). glibc's malloc is fork-safe, so these tests run
  * in the plain and ThreadSanitizer builds, where they test our locks and not
- * the sanitizer's. */
+ * the sanitizer's (the snapshot writer's test in the plain build only: see
+ * there). */
 static void skip_fork_during_malloc_under_asan(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -440,26 +441,86 @@ static void skip_fork_during_malloc_under_asan(void)
 #endif
 }
 
-TEST(fork_while_another_thread_interns_does_not_hang_the_child)
+/* 50 children forked while `busy` runs on another thread (until *running
+ * is cleared), each doing `in_child` (0: done) under a 5 s alarm: a lock of
+ * the recorder's that the busy thread held at a fork, and that the fork
+ * left held, hangs the child. */
+static void fork_while_busy(void *(*busy)(void *), atomic_bool *running, int (*in_child)(void))
 {
-    skip_fork_during_malloc_under_asan();
-    atomic_store(&interning, true);
+    atomic_store(running, true);
     pthread_t t;
-    ASSERT_EQ(pthread_create(&t, NULL, intern_forever, NULL), 0);
+    ASSERT_EQ(pthread_create(&t, NULL, busy, NULL), 0);
     for (int i = 0; i < 50; i++) {
         pid_t pid = fork();
         ASSERT(pid >= 0);
         if (pid == 0) {
-            /* A child that records (a DataLoader worker naming a tensor). */
             alarm(5);
-            _exit(vt__string_intern("from the child") != 0 ? 0 : 3);
+            _exit(in_child() == 0 ? 0 : 3);
         }
         int status = wait_child(pid);
         ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                    "child %d: status 0x%x (hung: killed by SIGALRM)", i, status);
     }
-    atomic_store(&interning, false);
+    atomic_store(running, false);
     pthread_join(t, NULL);
+}
+
+/* A child that records (a DataLoader worker naming a tensor). */
+static int intern_in_child(void)
+{
+    return vt__string_intern("from the child") != 0 ? 0 : 3;
+}
+
+TEST(fork_while_another_thread_interns_does_not_hang_the_child)
+{
+    skip_fork_during_malloc_under_asan();
+    fork_while_busy(intern_forever, &interning, intern_in_child);
+}
+
+/* The observed allocator's settings, set again and again (the lock a
+ * snapshot's metadata reads them under, pool_observe.c). */
+static atomic_bool setting;
+static void *set_settings_forever(void *arg)
+{
+    (void)arg;
+    static char text[900];
+    memset(text, 'x', sizeof text - 1);
+    while (atomic_load(&setting))
+        vt_pool_settings(text);
+    return NULL;
+}
+
+static int set_settings_in_child(void)
+{
+    return vt_pool_settings("from the child");
+}
+
+TEST(fork_while_another_thread_sets_the_pool_settings_does_not_hang_the_child)
+{
+    fork_while_busy(set_settings_forever, &setting, set_settings_in_child);
+}
+
+/* A file outside site-packages asked again and again whether it is the
+ * program's (installed_code.c's lookup, under its lock: a snapshot's
+ * frames' files). */
+static atomic_bool classifying;
+static void *classify_forever(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&classifying))
+        vt_source_is_programs("/tmp/vt-no-such-dir/a/b/c/d/train.py");
+    return NULL;
+}
+
+static int classify_in_child(void)
+{
+    return vt_source_is_programs("/tmp/vt-no-such-dir/a/b/c/d/train.py") >= 0 ? 0 : 3;
+}
+
+TEST(fork_while_another_thread_classifies_a_file_does_not_hang_the_child)
+{
+    skip_fork_during_malloc_under_asan();
+    fork_while_busy(classify_forever, &classifying, classify_in_child);
 }
 
 /* Writes snapshots to `arg` without pause until told to stop. */

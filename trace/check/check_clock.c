@@ -24,9 +24,7 @@ int vt__ck_push_pause(ck_model *m, const vt__event *e)
         return 0;
     if (CK_GROW(m->pause, m->cappause, m->npause + 1) < 0)
         return -ENOMEM;
-    /* recorded when the pause ended, aux its length */
-    uint64_t from = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
-    m->pause[m->npause++] = (struct ck_pause){ from, e->time_ns, 0 };
+    m->pause[m->npause++] = (struct ck_pause){ vt__pause_start(e), e->time_ns, 0 };
     return 0;
 }
 

@@ -169,7 +169,7 @@ void vt__pf_instant(vt__pf *w, const vt__event *e)
     FILE *o = w->o;
     char b[64];
     if (e->kind == VT_EV_PAUSE) {
-        uint64_t start = e->time_ns > e->aux ? e->time_ns - e->aux : 0;
+        uint64_t start = vt__pause_start(e);
         for (size_t d = 0; d < tl->ndevices; d++)
             fprintf(o, "%s{\"ph\":\"X\",\"cat\":\"vramtrace\",\"pid\":%d,\"tid\":0,"
                        "\"ts\":%.3f,\"dur\":%.3f,\"name\":\"" PAUSE_NAME "\"}",

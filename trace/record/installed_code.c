@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fork_lock.h"
 #include "grow.h"
 #include "rec_internal.h"
 #include "u64map.h"
@@ -50,16 +51,8 @@ static vt__u64map by_hash;         /* hash of a directory -> its index in dirs *
 static struct dir_names *dirs;
 static size_t ndirs, cap_dirs;
 
-/* fork() while another thread looks a file up (a snapshot's frames) would
- * leave the lock held in the child, whose own snapshot would hang: held
- * across the fork, as pool_observe.c's settings lock. */
-static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_release(void) { pthread_mutex_unlock(&lock); }
-
-__attribute__((constructor)) static void installed_code_atfork(void)
-{
-    pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+/* a snapshot's frames look their files up here, on any thread */
+VT__LOCK_ACROSS_FORK(installed_code, lock)
 
 static uint64_t hash_of(const char *p, size_t n)
 {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdatomic.h>
 
+#include "fork_lock.h"
 #include "vramtrace/format.h"
 
 static _Atomic uintptr_t pool_lo, pool_hi;   /* the observed allocator's code */
@@ -48,18 +49,11 @@ int vt_pool_observe(const void *pool_code, const void *observer_code)
 static pthread_mutex_t settings_lock = PTHREAD_MUTEX_INITIALIZER;
 static char settings[1024];   /* vt_pool_settings (under settings_lock) */
 
-/* fork() while another thread reads the settings (a snapshot's metadata,
- * built before its write lock is taken) left the lock held in the child,
- * whose own snapshot then hung for ever (caught under load in
- * fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child):
- * held across the fork, as pool_state.c's. */
-static void fork_prepare(void) { pthread_mutex_lock(&settings_lock); }
-static void fork_release(void) { pthread_mutex_unlock(&settings_lock); }
-
-__attribute__((constructor)) static void pool_settings_atfork(void)
-{
-    pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+/* a snapshot's metadata reads the settings before its write lock is taken:
+ * a fork then left this lock held in the child, whose own snapshot hung
+ * (caught under load in
+ * fork_while_another_thread_writes_a_snapshot_does_not_hang_the_child) */
+VT__LOCK_ACROSS_FORK(pool_settings, settings_lock)
 
 int vt_pool_settings(const char *text)
 {

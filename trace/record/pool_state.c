@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fork_lock.h"
 #include "grow.h"
 #include "u64map.h"
 #include "vramtrace/format.h"
@@ -48,14 +49,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static book blocks, segments;
 static bool broken;   /* out of memory once: the book is incomplete, left out */
 
-/* fork() while a thread holds the lock would leave it held in the child. */
-static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_release(void) { pthread_mutex_unlock(&lock); }
-
-__attribute__((constructor)) static void pool_state_atfork(void)
-{
-    pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+VT__LOCK_ACROSS_FORK(pool_state, lock)
 
 static void put(book *b, const item *it)
 {
@@ -112,18 +106,29 @@ void vt__pool_state_alloc(int device, uint64_t addr, uint64_t size, uint64_t req
     pthread_mutex_unlock(&lock);
 }
 
+/* The live block at addr (under the lock): its index, VT__U64MAP_NONE when
+ * none starts there; *known 0 where the book cannot tell (broken, or no
+ * block yet). */
+static uint32_t live_block(uint64_t addr, int *known)
+{
+    *known = !broken && blocks.at.mask;
+    return *known ? find(&blocks, addr) : VT__U64MAP_NONE;
+}
+
 int vt__pool_state_block_at(uint64_t addr)
 {
+    int known;
     pthread_mutex_lock(&lock);
-    int r = broken || !blocks.at.mask ? -1 : find(&blocks, addr) != VT__U64MAP_NONE;
+    uint32_t i = live_block(addr, &known);
     pthread_mutex_unlock(&lock);
-    return r;
+    return known ? i != VT__U64MAP_NONE : -1;
 }
 
 uint32_t vt__pool_state_block_stack(uint64_t addr, uint64_t *seq)
 {
+    int known;
     pthread_mutex_lock(&lock);
-    uint32_t i = broken || !blocks.at.mask ? VT__U64MAP_NONE : find(&blocks, addr);
+    uint32_t i = live_block(addr, &known);
     uint32_t stack = i != VT__U64MAP_NONE ? blocks.items[i].stack : 0;
     if (seq)
         *seq = i != VT__U64MAP_NONE ? blocks.items[i].seq : 0;

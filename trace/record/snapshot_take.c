@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fork_lock.h"
 #include "grow.h"
 #include "order.h"
 #include "snapfile.h"
@@ -357,15 +358,9 @@ static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* fork() while another thread writes a snapshot would leave write_lock held
  * forever in the child, and the child's own snapshot (VRAMTRACE_OUT with %p
- * at exit, a DataLoader worker's vt_snapshot) would hang it. Hold the lock
- * across the fork, as strings.c does: the fork waits for the write to end. */
-static void fork_prepare(void) { pthread_mutex_lock(&write_lock); }
-static void fork_release(void) { pthread_mutex_unlock(&write_lock); }
-
-__attribute__((constructor)) static void snapshot_atfork(void)
-{
-    pthread_atfork(fork_prepare, fork_release, fork_release);
-}
+ * at exit, a DataLoader worker's vt_snapshot) would hang it: the fork waits
+ * for the write to end. */
+VT__LOCK_ACROSS_FORK(snapshot_write, write_lock)
 
 int vt__snapshot_write(const char *path, int flags, char *err, size_t errlen)
 {

@@ -251,6 +251,14 @@ static inline uint8_t vt__pool_kind(uint8_t pool)
          : pool == VT_POOL_FRAMEWORK_LARGE ? VT_POOL_LARGE : pool;
 }
 
+/* Where a PAUSE event's pause began: it is recorded when the pause ended,
+ * aux its length (the tool's time, not the program's: check, viz, the
+ * Perfetto export). */
+static inline uint64_t vt__pause_start(const vt__event *e)
+{
+    return e->time_ns > e->aux ? e->time_ns - e->aux : 0;
+}
+
 /* Release everything a snapshot owns (also the struct itself). NULL is fine. */
 void vt__snapshot_free(vt__snapshot_data *s);
 
