@@ -37,7 +37,8 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from . import _gc_hold
 
-__all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "referrers_of",
+__all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "walk_running_frames",
+           "holder_name", "referrers_of",
            "instances_of", "level_passes", "use"]
 
 # gc.get_referrers(*objs) compares every reference in the heap with each of
@@ -48,8 +49,29 @@ __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "holder_name", "re
 # (tests/bench/bench_referrers.py measures both).
 _GC_OBJECTS_PER_PASS = 30
 _NATIVE_FROM = 32
+# A walk deeper than _INDEX_AFTER levels reads the rest from an index of
+# every reference between the collector's objects (_trackfast.ReferrerIndex,
+# referrers.c), built in one pass for the price of a few heap passes of one
+# object (_index_passes: 3-5, tests/bench/bench_referrers.py; measured again
+# at each build); each level after is a lookup. A pass per level made a walk
+# to depth 8 (an attribute is two levels: the owner's __dict__, then the
+# owner) cost 8 passes or more: an EMA model's parameters, unused at the
+# first mark, took a short program's whole credit, and its kept evaluation
+# outputs were found with no holder. Built only after _INDEX_AFTER levels,
+# so that a walk that ends there (a list a local holds: two; a module's
+# global, an object's attribute: three) pays what it did, and a deeper one
+# _INDEX_AFTER + _index_passes at most whatever its depth; nor for a level
+# of modules' namespaces alone, whose referrers end the walk (the module,
+# its functions' __globals__).
+_INDEX_AFTER = 3
+_index_passes = 4.0
+# Its tables take about 100 bytes of host memory an object for the walk's
+# time (30 MB with torch loaded, 300,000 objects): a heap of more objects
+# than this is walked a pass a level, as before.
+_INDEX_MAX_OBJECTS = 1_000_000
 _native_referrers: Optional[Callable[[List[Any]], List[Any]]] = None
 _native_instances: Optional[Callable[[List[Any], type], List[Any]]] = None
+_native_index: Optional[Callable[[], Any]] = None
 
 
 def _native_for(n: int) -> bool:
@@ -60,9 +82,10 @@ def _native_for(n: int) -> bool:
 def use(mod: Any) -> None:
     """Take the loaded _trackfast's one-pass referrers and type filter,
     where it has them."""
-    global _native_referrers, _native_instances
+    global _native_referrers, _native_instances, _native_index
     _native_referrers = getattr(mod, "referrers_of", None)
     _native_instances = getattr(mod, "instances_of", None)
+    _native_index = getattr(mod, "ReferrerIndex", None)
 
 
 def instances_of(cls: type) -> List[Any]:
@@ -119,7 +142,8 @@ class WalkResult:
     objects: Dict[NodeKey, Any] = field(default_factory=dict)
     cut_off: bool = False     # the deadline stopped it before its bounds did
     capped: bool = False      # holders were left out: max_nodes of them found
-    levels: int = 0           # heap passes made
+    levels: int = 0           # levels walked
+    passes: float = 0.0       # what they cost, in heap passes of one object (level_passes)
     # Nodes whose referrers a whole level of the walk enumerated (its heap
     # pass ran to the end and no cap left one out): what a walk cut short
     # did not find of theirs is gone; of the others it only went unseen.
@@ -300,6 +324,9 @@ def _container_labels(container: Any, child: Any) -> List[str]:
 
 _CO_OPTIMIZED = 0x0001   # inspect.CO_OPTIMIZED: a function's fast locals
 _LOCAL_ITEMS = 16        # items of a local tuple or list indexed (_Locals)
+# ... for a walk of the running frames alone (walk_running_frames), which
+# has no heap pass to find the rest: a list a step appends to is longer
+_FRAME_WALK_ITEMS = 4096
 
 
 class _Locals:
@@ -314,11 +341,20 @@ class _Locals:
     extends a lifetime.
     """
 
-    def __init__(self, skip_files: FrozenSet[str], max_frames: int = 64) -> None:
+    def __init__(self, skip_files: FrozenSet[str], max_frames: int = 64,
+                 items: int = _LOCAL_ITEMS, namespaces: bool = False) -> None:
         # the frame objects made here are the program's (their frames free
         # them), not the tracker's: native/trackfast/gc_reads.c
         _gc_hold.program_read()
+        self.items = items
         self.by_id: Dict[int, List[Tuple[int, str, str]]] = {}
+        # With ``namespaces``: the globals of the modules whose top level
+        # runs now (a script's), by the id of the value: (module, name).
+        # A walk names them from the module (``module __main__.x``) after
+        # a heap pass; a walk of the running frames alone reads them here.
+        self.by_global: Dict[int, List[Tuple[Any, str]]] = {}
+        self.namespaces = namespaces
+        self.modules: Set[int] = set()   # those read
         self.frames: Dict[int, str] = {}
         # The tuples and lists locals hold (up to _LOCAL_ITEMS items), by
         # the id of each item: what a walk cut off before its first heap
@@ -342,7 +378,10 @@ class _Locals:
     def _scan(self, f: types.FrameType, co: types.CodeType, keep: bool) -> None:
         optimized = bool(co.co_flags & _CO_OPTIMIZED)
         if not optimized and f.f_locals is f.f_globals:
-            return  # module-level code: its locals are the module's globals
+            # module-level code: its locals are the module's globals
+            if self.namespaces:
+                self._scan_namespace(f.f_globals)
+            return
         where = f"{co.co_name} {os.path.basename(co.co_filename)}:{f.f_lineno}"
         self.frames[id(f)] = "frame"
         try:
@@ -352,18 +391,40 @@ class _Locals:
         try:
             for name, value in list(loc.items()):
                 self.by_id.setdefault(id(value), []).append((id(f), name, where))
-                if type(value) in (tuple, list) and 0 < len(value) <= _LOCAL_ITEMS \
-                        and id(value) not in self.containers:
-                    self.containers[id(value)] = value
-                    for item in list(value):
-                        self.in_container.setdefault(id(item), []).append(id(value))
-                    del item
+                self._contents(value)
                 del value
         finally:
             # A module's or class body's f_locals is its namespace: never touched.
             if optimized and not keep and f.f_trace is None:
                 loc.clear()
             del loc
+
+    def _contents(self, value: Any) -> None:
+        """The items of a tuple or list (or the values of a dict, in a walk
+        of the frames alone) a local holds, up to ``items`` of them."""
+        kind = type(value)
+        if kind not in (tuple, list) and (kind is not dict or self.items <= _LOCAL_ITEMS):
+            return
+        if not 0 < len(value) <= self.items or id(value) in self.containers:
+            return
+        self.containers[id(value)] = value
+        for item in list(value.values() if kind is dict else value):
+            self.in_container.setdefault(id(item), []).append(id(value))
+        del item
+
+    def _scan_namespace(self, namespace: Dict[str, Any]) -> None:
+        module = sys.modules.get(namespace.get("__name__"))   # type: ignore[arg-type]
+        if module is None or getattr(module, "__dict__", None) is not namespace \
+                or id(module) in self.modules:
+            return
+        self.modules.add(id(module))
+        for name, value in list(namespace.items()):
+            if name.startswith("__") or isinstance(value, (types.ModuleType, type,
+                                                           types.FunctionType)):
+                continue
+            self.by_global.setdefault(id(value), []).append((module, name))
+            self._contents(value)
+            del value
 
 
 def walk_referrers(starts: Dict[NodeKey, Any],
@@ -390,6 +451,37 @@ def walk_referrers(starts: Dict[NodeKey, Any],
                 max_depth, max_breadth, max_nodes)
     try:
         return w.run(starts, use_frames, deadline, clock)
+    finally:
+        w.held.clear()
+
+
+def _is_module_namespace(obj: Any) -> bool:
+    """Whether ``obj`` is a module's __dict__ (read without running code of
+    the program's: a dict's item and sys.modules)."""
+    if type(obj) is not dict:
+        return False
+    name = obj.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    return module is not None and getattr(module, "__dict__", None) is obj
+
+
+def walk_running_frames(starts: Dict[NodeKey, Any],
+                        tensor_key: Callable[[Any], Optional[NodeKey]],
+                        *,
+                        skip_files: Iterable[str] = (),
+                        ignore_ids: Iterable[int] = (),
+                        max_nodes: int = 512,
+                        items: int = _FRAME_WALK_ITEMS) -> WalkResult:
+    """The holders of ``starts`` among the running frames alone, with no
+    heap pass: a local of a running function or a global of a module whose
+    top level runs (a script's), or an item of a tuple, list or dict one of
+    them holds (``items`` of each at most). A partial answer, read in about
+    a millisecond: nothing is expanded (``WalkResult.expanded`` is empty),
+    so it retracts nothing a walk found."""
+    _gc_hold.program_read()
+    w = _Walker(tensor_key, frozenset(skip_files), set(ignore_ids), 1, 0, max_nodes)
+    try:
+        return w.run_frames_only(starts, items)
     finally:
         w.held.clear()
 
@@ -427,6 +519,16 @@ class _Walker:
         # Frames running now (their locals come from _Locals, as "local 'x'
         # in fn file:line" edges); other frames are holders like any object.
         self.running: Set[int] = set()
+        # the ReferrerIndex once a walk is deep (_INDEX_AFTER); False: the heap is too large
+        self.index: Any = None
+        # A heap pass of one object as the last level made by a pass took:
+        # on the walk's clock (read once a level, as before the index: the
+        # deadline's), and on the wall clock (what the index's build is
+        # measured against: _index_passes)
+        self.pass_s = 0.0
+        self.pass_wall = 0.0
+        self.level_began: Optional[float] = None   # the walk's clock at the last level's start
+        self.passes_of_level = 0.0    # that level's passes (0: it was a lookup)
         self.ignore = ignore
         ignore.update(id(x) for x in (self.held, self.res.objects, self.res.names,
                                       self.res.tops, self.res.edges, self.__dict__,
@@ -469,9 +571,38 @@ class _Walker:
             self.next_level.append(src)
         return src
 
+    def run_frames_only(self, starts: Dict[NodeKey, Any], items: int) -> WalkResult:
+        """walk_running_frames's walk."""
+        self.begin(starts)
+        locals_ix = _Locals(self.skip, items=items, namespaces=True)
+        self.ignore.update((id(locals_ix.by_id), id(locals_ix.containers),
+                            id(locals_ix.by_global)))
+        self.running = set(locals_ix.frames)
+        self.frames_only(locals_ix)
+        self.next_level.clear()
+        self.fold()
+        return self.res
+
     def run(self, starts: Dict[NodeKey, Any], use_frames: bool,
             deadline: Optional[float],
             clock: Callable[[], float] = time.perf_counter) -> WalkResult:
+        self.begin(starts)
+        locals_ix = _Locals(self.skip) if use_frames else None
+        if locals_ix is not None:
+            self.ignore.update((id(locals_ix.by_id), id(locals_ix.containers)))
+            self.running = set(locals_ix.frames)
+        try:
+            self.levels(locals_ix, deadline, clock)
+        finally:
+            if self.index:   # the heap's list it holds goes now
+                self.index.close()
+            self.index = None
+        self.level.clear()
+        self.fold()
+        return self.res
+
+    def begin(self, starts: Dict[NodeKey, Any]) -> None:
+        """The starts, each a node at depth 0."""
         self.ignore.add(id(starts))
         self.nstarts = len(starts)
         for key, obj in starts.items():
@@ -482,12 +613,15 @@ class _Walker:
             self.origin[key] = key
             self.res.tops[key] = key
             self.next_level.append(key)
-        locals_ix = _Locals(self.skip) if use_frames else None
-        if locals_ix is not None:
-            self.ignore.update((id(locals_ix.by_id), id(locals_ix.containers)))
-            self.running = set(locals_ix.frames)
+
+    def levels(self, locals_ix: Optional["_Locals"], deadline: Optional[float],
+               clock: Callable[[], float]) -> None:
         while self.next_level:
-            if deadline is not None and clock() > deadline:
+            now = clock() if deadline is not None else None
+            if now is not None and self.level_began is not None and self.passes_of_level:
+                self.pass_s = (now - self.level_began) / self.passes_of_level
+            self.level_began = now
+            if now is not None and deadline is not None and now > deadline:
                 self.res.cut_off = True
                 if locals_ix is not None and not self.res.levels:
                     self.frames_only(locals_ix)
@@ -497,13 +631,10 @@ class _Walker:
             if locals_ix is not None:
                 for key in self.level:
                     self.frame_edges(locals_ix, key)
-            self.expand_level()
+            self.expand_level(None if now is None else deadline - now)
             self.res.levels += 1
             if not self.res.capped:   # (once capped, a level's new holders are left out)
                 self.res.expanded.update(self.level)
-        self.level.clear()
-        self.fold()
-        return self.res
 
     def frames_only(self, locals_ix: "_Locals") -> None:
         """A walk cut off before its first heap pass: its starts' holders
@@ -514,13 +645,23 @@ class _Walker:
             oid = self.obj_of[key]
             obj = self.held.get(oid)
             for cid in locals_ix.in_container.get(oid, ()):
+                if cid in self.ignore:   # the caller's own (its starts)
+                    continue
                 c = locals_ix.containers[cid]
                 for label in _container_labels(c, obj):
                     ckey = self.add(c, key, label)
                     if ckey is not None:
                         self.frame_edges(locals_ix, ckey)
+                        self.global_edges(locals_ix, ckey)
                 del c
             del obj
+            self.global_edges(locals_ix, key)
+
+    def global_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
+        """``module.name`` for each running module's global that is the
+        object (a walk of the running frames alone)."""
+        for module, name in locals_ix.by_global.get(self.obj_of[key], ()):
+            self.add(module, key, f".{name}")
 
     def frame_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
         for fid, name, where in locals_ix.by_id.get(self.obj_of[key], ()):
@@ -531,15 +672,55 @@ class _Walker:
                 self.seen.add(e)
                 self.res.edges.append(Edge(fkey, key, f"local '{name}' in {where}"))
 
-    def expand_level(self) -> None:
-        """One heap pass for the whole level."""
+    def level_referrers(self, objs: List[Any], left: Optional[float]) -> List[Any]:
+        """The referrers of a level: a heap pass, or from the index once the
+        walk is past _INDEX_AFTER levels and what is ``left`` of its time
+        (None: no deadline) pays half the index at least (_index_passes of
+        the passes it made). Half: a walk whose time pays fewer passes than
+        the index would make them and be cut short anyway (the first walk of
+        an EMA program, its time short of the index by a fraction of a pass,
+        made four more passes and was cut); the index then overruns the
+        time by half its price at most, as a pass begun in time overruns it
+        by a pass, and the credit pays that back before the next walk."""
+        global _index_passes
+        self.passes_of_level = 0.0
+        if (self.index is None and _native_index is not None
+                and self.res.levels >= _INDEX_AFTER
+                and (left is None or left >= self.pass_s * _index_passes / 2)
+                and not all(_is_module_namespace(o) for o in objs)):
+            began = time.perf_counter()
+            try:
+                self.index = _native_index(limit=_INDEX_MAX_OBJECTS)
+            except (OverflowError, MemoryError):
+                self.index = False   # not for this walk: a pass a level
+            if self.index:
+                if self.pass_wall > 0:   # what it cost in this heap, for the next walk's choice
+                    built = time.perf_counter() - began
+                    _index_passes = min(max(built / self.pass_wall, 1.0), 20.0)
+                self.res.passes += _index_passes
+                self.passes_of_level = _index_passes
+        if self.index:
+            found = self.index.referrers_of(objs)
+            if found is not None:
+                return found   # (an object it never saw: a pass, below)
+        began = time.perf_counter()
+        found = referrers_of(objs)
+        passes = level_passes(len(objs))
+        self.pass_wall = (time.perf_counter() - began) / passes
+        self.res.passes += passes
+        self.passes_of_level += passes
+        return found
+
+    def expand_level(self, left: Optional[float] = None) -> None:
+        """The referrers of the whole level at once (a heap pass, or the
+        index's lookup), each told how it holds what it holds."""
         objs = [self.held[self.obj_of[k]] for k in self.level if self.obj_of[k] in self.held]
         if not objs:
             return
         want: Dict[int, NodeKey] = {id(o): self.key_of[id(o)] for o in objs}
         self.ignore.add(id(objs))
         self.ignore.add(id(want))
-        found = referrers_of(objs)
+        found = self.level_referrers(objs, left)
         self.ignore.add(id(found))
         n_in: Dict[NodeKey, int] = {}
         try:

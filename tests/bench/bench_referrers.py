@@ -1,4 +1,4 @@
-"""bench_referrers: one level of track()'s holder walk, two ways.
+"""bench_referrers: one level of track()'s holder walk, two ways; a whole walk, two ways.
 
 A holder walk looks up the referrers of a whole level of objects in one call:
 at a snapshot the first level is every stale tensor, thousands when a kept
@@ -10,8 +10,11 @@ with ``gc.get_objects()``. Both give the same referrers (the tests check
 that); this measures their cost in one process that imported torch and
 loaded vramtrace.torch (a real program's heap), for levels of 1 to 10,000
 objects each held by a list of its own: the best of --rounds calls each, in
-milliseconds, and their ratio. Ends with a RESULT line; asserts nothing
-about speed.
+milliseconds, and their ratio. Then a whole walk up a chain of 1 to 8
+attributes: a heap pass a level, against the ReferrerIndex (referrers.c:
+every reference read in one pass, each level after the first two a lookup),
+and what building that index costs in passes. Ends with a RESULT line;
+asserts nothing about speed.
 
     python bench_referrers.py [--rounds N]   (needs torch and the built _trackfast)
 
@@ -29,6 +32,7 @@ import time
 def best_ms(fn, rounds: int) -> float:
     times = []
     for _ in range(rounds):
+        gc.collect()   # (each on the same heap: a walk's own cycles gone)
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
@@ -69,8 +73,56 @@ def main() -> int:
         result += [f"gc_ms_{n}={ms_gc:.1f}", f"native_ms_{n}={ms_native:.1f}",
                    f"ratio_{n}={ms_gc / ms_native:.2f}"]
     del lists
+    result += walk_by_depth(mod, args.rounds)
     print("RESULT " + " ".join(result))
     return 0
+
+
+def walk_by_depth(mod, rounds: int) -> list:
+    """A holder walk up a chain of ``depth`` objects, each an attribute of
+    the next (two levels each: the owner's __dict__, then the owner), by a
+    heap pass a level and through the ReferrerIndex after _INDEX_AFTER
+    levels; and what building the index costs, in heap passes of one
+    object (_referrers._index_passes, which the walks measure too)."""
+    from vramtrace import _referrers
+
+    class Link:
+        pass
+
+    start = Link()
+    starts = {("t", 1): start}   # (the walk leaves out the dict it starts from)
+    top, links, rows = start, [], []
+    print(f"\nholder walk up a chain of attributes (best of {rounds})")
+    print(f"{'depth':>8} {'levels':>7} {'a pass a level':>15} {'indexed':>10} {'ratio':>7}")
+    for depth in (1, 2, 4, 8):
+        while len(links) < depth:
+            up = Link()
+            up.held = top
+            links.append(up)
+            top = up
+
+        def walk() -> int:
+            res = _referrers.walk_referrers(starts, lambda o: None, max_depth=2 * depth)
+            res.objects.clear()
+            return res.levels
+        walk()   # (its first reading of an owner's attributes makes the owner's __dict__)
+        native = _referrers._native_index
+        try:
+            _referrers._native_index = None
+            ms_passes = best_ms(walk, rounds)
+        finally:
+            _referrers._native_index = native
+        ms_index = best_ms(walk, rounds)
+        print(f"{depth:>8} {walk():>7} {ms_passes:>12.1f} ms {ms_index:>7.1f} ms "
+              f"{ms_passes / ms_index:>6.2f}x")
+        rows += [f"walk_passes_ms_{depth}={ms_passes:.1f}",
+                 f"walk_indexed_ms_{depth}={ms_index:.1f}",
+                 f"walk_ratio_{depth}={ms_passes / ms_index:.2f}"]
+    ms_pass = best_ms(lambda: gc.get_referrers(start), rounds)
+    ms_build = best_ms(lambda: mod.ReferrerIndex().close(), rounds)
+    print(f"index built in {ms_build:.1f} ms, a heap pass of one object {ms_pass:.1f} ms: "
+          f"{ms_build / ms_pass:.1f} passes")
+    return rows + [f"index_build_ms={ms_build:.1f}", f"index_passes={ms_build / ms_pass:.2f}"]
 
 
 if __name__ == "__main__":

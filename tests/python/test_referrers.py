@@ -218,6 +218,48 @@ def test_a_walk_out_of_time_before_its_first_pass_still_names_the_frame_locals()
     del state, ctx
 
 
+def test_a_walk_of_the_running_frames_names_locals_long_lists_dicts_and_a_scripts_globals():
+    """walk_running_frames (a mark whose credit pays no walk): without a
+    heap pass, a start in a long list a local holds (a step appends to it:
+    more than a walk's 16 items), in a dict a local holds, and in a list a
+    script's top level holds (``module __main__.kept``, as a walk names
+    it); nothing expanded, so it retracts nothing; what only an object
+    holds is not found."""
+    import sys
+    import types
+    starts = {("t", i): Payload() for i in range(1, 6)}
+    history = [Payload() for _ in range(40)] + [starts[("t", 1)]]
+    by_step = {"step 7": starts[("t", 2)]}
+    ctx = Context()
+    ctx.output_tensors.append(starts[("t", 3)])
+    script = types.ModuleType("vt_walked_script")
+    sys.modules[script.__name__] = script
+    got = {}
+
+    def walk_now():
+        got["res"] = _referrers.walk_running_frames(
+            starts, lambda o: None, skip_files=(_referrers.__file__,))
+    script.__dict__.update(walk_now=walk_now, first=starts[("t", 4)], second=starts[("t", 5)])
+    try:
+        # a script's top level, running while the walk reads the frames
+        exec(compile("kept = [first]\nalso = second\nwalk_now()\n", "script.py", "exec"),
+             script.__dict__)
+    finally:
+        del sys.modules[script.__name__]
+    res = got.pop("res")
+    fn = "test_a_walk_of_the_running_frames_names_locals_long_lists_dicts_and_a_scripts_globals"
+    assert any(f"local 'history' in {fn}" in c and "[40]" in c
+               for c in _chains(res, ("t", 1))), _chains(res, ("t", 1))
+    assert any(f"local 'by_step' in {fn}" in c and "['step 7']" in c
+               for c in _chains(res, ("t", 2))), _chains(res, ("t", 2))
+    assert _chains(res, ("t", 3)) == ["tensor"], _chains(res, ("t", 3))
+    assert "module vt_walked_script.kept -> [0] -> " in _chains(res, ("t", 4)), \
+        _chains(res, ("t", 4))
+    assert "module vt_walked_script.also -> " in _chains(res, ("t", 5)), _chains(res, ("t", 5))
+    assert res.levels == 0 and not res.expanded
+    del history, by_step, ctx, script
+
+
 def _fail_holding(payload):
     batch = payload        # a local of a frame that raises: kept by the traceback
     raise ValueError("bad batch")

@@ -135,6 +135,114 @@ def test_referrers_of_many_objects_is_gc_get_referrers_answer_in_one_pass(real_l
     del h, as_value, as_key, in_tuple, in_set, cell, bound, gen, lists
 
 
+def test_the_referrer_index_answers_as_gc_get_referrers_did_when_it_was_built(real_lib):
+    """A walk deeper than three levels reads the rest from _trackfast's
+    ReferrerIndex (every reference between the collector's objects, one
+    pass): for any objects, the referrers gc.get_referrers gives, in its
+    order (the walk's breadth bound keeps the first), for holders of every
+    kind the walk names; an object it never saw answered with None (the
+    walk makes a pass); nothing kept once closed."""
+    import gc
+    import sys
+    import types as pytypes
+    with vtt.track() as tr:
+        assert tr._fast is not None
+    mod = vtt._fast_path._trackfast
+
+    class Holder:
+        pass
+
+    objs = [Holder() for _ in range(12)]
+    h = Holder()
+    h.first, h.second = objs[0], objs[1]
+    as_value, as_key = {"k": objs[2]}, {objs[3]: 1}
+    in_tuple, in_set = (objs[4], 5), {objs[5]}
+    cell = (lambda: objs[6])                             # noqa: E731
+    bound = pytypes.MethodType(lambda self: None, objs[7])
+
+    def suspended(x):
+        yield x
+    gen = suspended(objs[8])
+    next(gen)
+    lists = [[o] for o in objs[9:]]
+    levels = (objs, objs[:1], [h], [as_value, h.__dict__], [objs[6], objs[8]])
+    before = sys.getrefcount(h)
+    known = {id(o) for o in gc.get_objects()}   # (what the index saw: made before it)
+    ix = mod.ReferrerIndex()
+    assert ix.edges > 0
+    for some in levels:
+        want = [r for r in gc.get_referrers(*some)
+                if id(r) in known and r is not levels and r is not objs]
+        got = ix.referrers_of(some)
+        assert [id(r) for r in got if r is not levels and r is not objs] == \
+            [id(r) for r in want]
+        assert len(got) == len({id(r) for r in got}), "a referrer twice"
+    assert ix.referrers_of(()) == []
+    assert ix.referrers_of([Holder()]) is None           # made since: not in it
+    with pytest.raises(TypeError):
+        ix.referrers_of(set(objs))
+    assert sys.getrefcount(h) == before + 1              # its heap's list holds h
+    ix.close()
+    assert sys.getrefcount(h) == before
+    with pytest.raises(ValueError):
+        ix.referrers_of(objs)
+    with pytest.raises(TypeError):
+        mod.ReferrerIndex(objs)
+    with pytest.raises(OverflowError):   # a heap larger than the limit: not indexed
+        mod.ReferrerIndex(limit=len(objs))
+    del h, as_value, as_key, in_tuple, in_set, cell, bound, gen, lists
+
+
+def test_a_deep_walk_finds_through_the_index_what_its_passes_find(real_lib, monkeypatch):
+    """A chain deeper than _INDEX_AFTER levels (attributes, dicts, lists and
+    a closure) is found the same through the index as by a pass per level,
+    for the price of the index and the first levels' passes."""
+    from vramtrace import _referrers
+    with vtt.track() as tr:
+        assert tr._fast is not None
+    assert _referrers._native_index is vtt._fast_path._trackfast.ReferrerIndex
+
+    class Node:
+        pass
+
+    target = Node()
+    a, b, c = Node(), Node(), Node()
+    a.items = {"kept": [target]}
+    b.inner = a
+    c.fn = (lambda: b)                                   # noqa: E731
+
+    def walk():
+        """(levels, passes, edges by name): nothing of the walk kept, or the
+        next walk would find its result holding the chain"""
+        res = _referrers.walk_referrers({("t", 1): target}, lambda o: None,
+                                        max_depth=8, use_frames=False)
+        try:
+            return res.levels, res.passes, sorted(
+                (res.names.get(e.src, "start"), res.names.get(e.dst, "start"), e.label)
+                for e in res.edges)
+        finally:
+            res.objects.clear()
+
+    levels, passes, by_index = walk()
+    assert levels > _referrers._INDEX_AFTER + 2
+    assert passes <= _referrers._INDEX_AFTER * 2 + _referrers._index_passes
+    monkeypatch.setattr(_referrers, "_native_index", None)
+    levels_passed, passes_passed, by_passes = walk()
+    # (its levels may differ: CPython 3.11 makes an instance's __dict__ once
+    # the walk reads it, a level between the owner and its attributes)
+    assert levels_passed > _referrers._INDEX_AFTER + 2
+    assert passes_passed == pytest.approx(levels_passed, abs=0.5)   # a pass a level
+    # a heap of more objects than the index's limit: a pass a level
+    monkeypatch.setattr(_referrers, "_native_index", vtt._fast_path._trackfast.ReferrerIndex)
+    monkeypatch.setattr(_referrers, "_INDEX_MAX_OBJECTS", 10)
+    levels_large, passes_large, by_large = walk()
+    assert passes_large == pytest.approx(levels_large, abs=0.5)
+    assert by_large == by_index
+    assert by_index == by_passes
+    labels = {e[2] for e in by_index}
+    assert {".items", "['kept']", "[0]", ".inner"} <= labels, labels
+
+
 def test_without_the_extension_track_records_nothing_and_says_why(real_lib, monkeypatch):
     """The declared limit: no _trackfast for this Python (CPython before
     3.11, or a build without it) -- the block runs as without vramtrace."""

@@ -223,6 +223,7 @@ def test_a_mark_whose_credit_fits_no_walk_does_not_read_the_stale_set(fake, monk
             vtt.mark(f"iteration {i}")
             kept.append(torch.ones(4) * i)
             tr._credit, tr._pass_cost = 0.0, 1.0    # a walk costs far more than is saved
+            tr._earned = 0.0    # (and the running frames' walks have no share of it)
         assert read == [] and tr.walks_postponed >= 3 and tr.walks == 0, \
             (read, tr.walks_postponed)
         tr._credit, tr._pass_cost = 100.0, 1e-6
@@ -230,6 +231,39 @@ def test_a_mark_whose_credit_fits_no_walk_does_not_read_the_stale_set(fake, monk
         assert read == [False] and tr.walks == 1, (read, tr.walks)
     tid = tr.tensor_id(kept[0])
     assert "list" in _live_holders(fake, tid), fake.paths_to(tid)
+
+
+def test_a_mark_whose_credit_pays_no_walk_names_the_running_frames_holders(fake):
+    """A short program's credit pays a walk or two: a mark that cannot
+    afford one still names what the running frames hold (here a list, a
+    local, that a step appends to), with no heap pass and counted as no
+    walk, from a quarter of the credit the program earned at most; without
+    that share, nothing is read."""
+    kept = []
+    with vtt.track(walk_fraction=0.25) as tr:
+        for i in range(3):
+            vtt.mark(f"iteration {i}")
+            kept.append(torch.ones(4) * i)
+            tr._credit, tr._pass_cost = 0.0, 1.0     # no walk fits
+            tr._earned, tr._frames_spent = 0.0, 0.0  # no share for the frames either
+        assert tr.walks == 0 and tr.frame_walks == 0, (tr.walks, tr.frame_walks)
+        tr._earned = 1.0
+        vtt.mark("iteration 3")
+        assert tr.walks == 0 and tr.frame_walks == 1, (tr.walks, tr.frame_walks)
+        assert 0 < tr._frames_spent <= 0.25 * tr._earned
+        tid = tr.tensor_id(kept[0])
+        assert any("local 'kept' in " in str(p) for p in fake.paths_to(tid)), \
+            fake.paths_to(tid)
+        vtt.mark("iteration 4")   # (the last one appended went stale)
+        frame_walks = tr.frame_walks
+        vtt.mark("iteration 5")   # nothing stale that no walk saw: nothing walked
+        assert tr.frame_walks == frame_walks, tr.frame_walks
+        tr._frames_spent = 0.25 * tr._earned      # its share spent
+        kept.append(torch.ones(4))
+        for i in range(6, 9):
+            vtt.mark(f"iteration {i}")
+        assert tr.frame_walks == frame_walks, tr.frame_walks
+    del kept
 
 
 def test_a_walk_runs_once_in_half_a_ring_whatever_its_credit(fake):

@@ -481,6 +481,27 @@ def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp
         text[:4000]
 
 
+def test_a_short_run_whose_first_walk_is_deep_still_names_its_holder(tmp_path):
+    """An EMA of the model (swa_utils.AveragedModel) evaluated every 5
+    steps, 30 steps in about a second: its first mark walks from the
+    average's parameters, unused yet, whose holders are deep (parameter
+    dict, layer, module dict, Sequential, AveragedModel, main's local).
+    That walk took the credit such a short run earns (a heap pass a level,
+    cut short; now, past three levels, one index of the heap's references
+    makes it cheaper: _trackfast.ReferrerIndex), and no later mark could pay
+    a walk, so the kept outputs were found with "no holder found". Now a
+    mark that cannot pay a walk still names what the running frames hold
+    (_Walks._walk_frames_only): the list, a local of main(). Its fixed twin
+    (argmax on the host, under no_grad) passes."""
+    rc, leak, _ = _tracked_leak_and_clean_twin("ema_eval_kept.py", "evaluations 6", tmp_path)
+    assert rc == 1, leak[:4000]
+    line = next(i for i, text in enumerate(open(os.path.join(HERE, "ema_eval_kept.py")), 1)
+                if "# EVAL_LINE" in text)
+    assert re.search(rf"tensor 'evals\.append\(ema\(val\)\) \(ema_eval_kept\.py:{line}\)'\n"
+                     r"     held by: frame local 'evals' in main ema_eval_kept\.py:\d+ → list\[\*\]",
+                     leak), leak[:4000]
+
+
 def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
     """``kept.append(out[:, 0])``: the row keeps its batch's whole output
     through its ``_base``, which PyTorch keeps alive with its Python object

@@ -92,6 +92,7 @@ class _Marks:
             busy = fast.busy - self._busy_at_mark
             own = cpu * max(0.0, 1.0 - busy / wall) if wall > 0 else 0.0
             self._credit = min(self._credit + self.walk_fraction * own, self._credit_ceiling())
+            self._earned += self.walk_fraction * own
         try:
             threshold = fast.epoch
             if kind == "mark":

@@ -24,7 +24,7 @@ from ._fast_path import _make_fast_path, _ring_calls
 from ._marks import _NO_TICK, _QUIET_GAPS, _TICK_S, _Marks
 from ._naming import _Naming
 from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
-from ._walks import _FIRST_PASS_S
+from ._walks import _FIRST_PASS_S, _FRAMES_ONLY_S
 from ._records import _StorageRec, _TensorRec
 from ._registry import _active, _tls
 from ._storages import _Storages
@@ -129,6 +129,14 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
         self._bases_passed_at = time.perf_counter()   # their last heap pass (or the start)
         self.walk_seconds = 0.0      # CPU seconds spent at marks (sweeps and walks)
         self._credit = 0.0
+        self._earned = 0.0           # all the credit the program's time gave
+        # Walks of the running frames alone, at marks whose credit paid no
+        # walk (_Walks._walk_frames_only): made, their CPU seconds in all,
+        # the last one's, and the tensors they started from.
+        self.frame_walks = 0
+        self._frames_spent = 0.0
+        self._frames_cost = _FRAMES_ONLY_S
+        self._frames_walked: Set[int] = set()
         # CPU seconds per heap pass, last measured; before the first walk,
         # what one costs in a process with torch loaded (10-40 ms for its
         # 150,000-300,000 objects), so that the first walk waits for that

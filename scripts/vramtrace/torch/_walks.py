@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 
 from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
-                          walk_referrers)
+                          walk_referrers, walk_running_frames)
 from ._naming import _site_name
 from ._records import _StorageRec
 from ._torch_facts import _SKIP_FILES, _storage_info
@@ -33,6 +33,12 @@ _OP_PART = re.compile(r"(:\d+), (?:[^()]|\([^()]*\))*\)$")
 # about _GROWING_WALKED_ALL in all): see Tracker._growing_starts.
 _FIRST_PASS_S = 0.02           # a heap pass's cost assumed until one is measured
 _MAX_PARTIAL_STARTS = 32       # starts of a partial walk; the rest wait for the next
+# What the walks' credit may spend on walks of the running frames alone
+# (_Walks._walk_frames_only), a share of all it earned; and what one such
+# walk is taken to cost until one is measured (reading a mark's stale
+# tensors and a few dozen frames' locals).
+_FRAMES_ONLY_SHARE = 0.25
+_FRAMES_ONLY_S = 0.002
 # The least walk, in heap passes: a level of one start (never the compiled
 # pass's: _referrers._NATIVE_FROM) and one more, the containers, then what
 # owns them. A constant, read at every mark (a call a mark costs it ~1 us).
@@ -516,6 +522,7 @@ class _Walks:
             # so never earned the credit back).
             self.walks_postponed += 1
             self._marks_since_walk += 1
+            self._walk_frames_only(threshold)
             return
         starts, counts, kept = self._stale_starts(threshold, final)
         # stale storages kept without a known tensor that no search looked
@@ -594,14 +601,16 @@ class _Walks:
             allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
+            if budgeted:
+                self._walk_frames_only(threshold, starts)
             starts.clear()
             return
         if search:
             self._adopt_unseen(search, kept, starts, counts)
         res = self._walk(starts, set(), None if allowance == float("inf") else began + allowance,
                          clock)
-        passes = res.levels - 1 + level_passes(len(starts))   # the first level had them all
-        if res.levels:
+        passes = res.passes
+        if passes:
             self._pass_cost = (_cpu_clock() - began_cpu) / passes
         if not final:
             self._deepen = passes + 2 if res.cut_off else 0.0
@@ -684,6 +693,7 @@ class _Walks:
             res.names.update(more.names)
             res.objects.update(more.objects)
             res.levels += more.levels
+            res.passes += more.passes
             res.expanded |= more.expanded
             cut = cut or more.cut_off or more.capped
             del more
@@ -700,6 +710,46 @@ class _Walks:
         del res
         if not full:
             self.partial_walks += 1
+
+    def _walk_frames_only(self, threshold: int,
+                          starts: Optional[Dict[NodeKey, Any]] = None) -> None:
+        """At a mark whose credit pays no walk: the holders of the stale
+        tensors no walk has seen among the running frames' locals alone (a
+        tensor a local holds, or an item of a list or tuple one holds: the
+        walker's way when cut off before its first heap pass), for the
+        price of reading the frames, no heap pass. A short program's credit
+        pays a walk or two: its later leaks (each evaluation's outputs kept
+        in a list, a local of main()) were found with no holder at all.
+        What it finds is added to what the walks found; it retracts nothing
+        and counts as no walk (the tensors are walked again when the credit
+        allows). It takes at most _FRAMES_ONLY_SHARE of the credit the
+        program earned (_earned), so that the walks still get the rest:
+        with the whole of it, a loop whose every mark has new stale tensors
+        would keep the credit below a walk's for ever."""
+        if self._frames_spent + self._frames_cost > _FRAMES_ONLY_SHARE * self._earned:
+            return
+        began = _cpu_clock()
+        read = starts is None
+        if starts is None:
+            starts, _, _ = self._stale_starts(threshold, False)
+        fresh = {k: t for k, t in starts.items()
+                 if k[1] not in self._walked and k[1] not in self._frames_walked}
+        if read:
+            starts.clear()
+        if fresh:
+            res = walk_running_frames(fresh, self._tensor_key, skip_files=_SKIP_FILES,
+                                      ignore_ids=self._ignore_ids() | {id(starts)},
+                                      max_nodes=self.max_nodes)
+            fresh.clear()
+            if res.edges:
+                self._book.emit(res, "stale", only=set(), again=self._ring_says_again())
+            self._frames_walked.update(k[1] for k in res.tops)
+            self._frames_walked.intersection_update(self._by_tid)
+            self.frame_walks += 1
+            del res
+        cost = _cpu_clock() - began
+        self._frames_cost = cost
+        self._frames_spent += cost
 
     def _deepened(self, least: float, most_s: float) -> float:
         """The heap passes a walk at a mark waits for: ``least``, or more

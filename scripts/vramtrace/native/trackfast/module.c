@@ -913,14 +913,15 @@ PyMODINIT_FUNC PyInit__trackfast(void)
     for (size_t i = 0; i < BOOKS; i++)
         dispatcher_getset[i].name = book_kinds[i].attr;   /* BOOK(i) */
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&DeathCallType) < 0 ||
-        records_ready() < 0)
+        PyType_Ready(&ReferrerIndexType) < 0 || records_ready() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&trackfast_module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Dispatcher", (PyObject *)&DispatcherType) < 0 ||
         PyModule_AddObjectRef(m, "TensorRec", (PyObject *)&TensorRecType) < 0 ||
-        PyModule_AddObjectRef(m, "StorageRec", (PyObject *)&StorageRecType) < 0) {
+        PyModule_AddObjectRef(m, "StorageRec", (PyObject *)&StorageRecType) < 0 ||
+        PyModule_AddObjectRef(m, "ReferrerIndex", (PyObject *)&ReferrerIndexType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -443,5 +443,7 @@ PyObject *py_gc_program_read(PyObject *self, PyObject *unused);
 PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* referrers.c: gc.get_referrers(*objects) in one pass, whatever their number */
 PyObject *py_referrers_of(PyObject *self, PyObject *objects);
+/* ... and every level of a walk from one pass: ReferrerIndex */
+extern PyTypeObject ReferrerIndexType;
 
 #endif
