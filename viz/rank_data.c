@@ -28,6 +28,29 @@ static double wall_ms(const vt__snapshot_data *s, uint64_t t)
     return (double)(int64_t)wall / 1e6;
 }
 
+/* The tool's pauses (PAUSE events: track()'s marks and walks), [start,
+ * end] on the wall clock, those that can show on an axis as long as the
+ * trace: at least VT_RANK_MIN_PAUSE_NS and 1/VT_RANK_POINTS of it (so
+ * VT_RANK_POINTS of them at most; a mark's 0.1 ms at every step is none). */
+static void put_pauses(vt__buf *b, const vt__snapshot_data *s)
+{
+    if (!s->nevents)
+        return;
+    uint64_t t0 = s->events[0].time_ns, t1 = s->events[s->nevents - 1].time_ns;
+    uint64_t least = t1 > t0 ? (t1 - t0) / VT_RANK_POINTS : 0;
+    if (least < VT_RANK_MIN_PAUSE_NS)
+        least = VT_RANK_MIN_PAUSE_NS;
+    int first = 1;
+    for (size_t i = 0; i < s->nevents; i++) {
+        const vt__event *e = &s->events[i];
+        if (e->kind != VT_EV_PAUSE || e->time_ns - vt__pause_start(e) < least)
+            continue;
+        put_fmt(b, "%s[%.3f,%.3f]", first ? "" : ",", wall_ms(s, vt__pause_start(e)),
+                wall_ms(s, e->time_ns));
+        first = 0;
+    }
+}
+
 void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt__snapshot_data *s,
                        const vt__timeline *tl)
 {
@@ -58,5 +81,7 @@ void vt__viz_rank_json(vt__buf *b, int rank, const char *file, const vt__snapsho
         vt__put_json_str(b, vt__snapshot_string(s, tl->marks[m].label), 1);
         vt__put_u8(b, ']');
     }
+    put_fmt(b, "],\"pauses\":[");
+    put_pauses(b, s);
     put_fmt(b, "]}");
 }

@@ -7,7 +7,9 @@
  * Plain, dependency-free JavaScript, inlined in the page as the timeline's script is.
  * Its data: #vt-ranks (JSON, one object per rank from viz/rank_data.c:
  * rank, file, peak, points [[wall ms, allocated bytes]], marks [[wall ms,
- * label]]) and one base64 script element per rank page (data-rank-page).
+ * label]], pauses [[wall ms, wall ms]]: the time vramtrace paused the
+ * program, shaded grey as each rank's page shades it) and one base64
+ * script element per rank page (data-rank-page).
  * The overview is an SVG drawn at the size it is shown (no stretching), with
  * axes, ticks, a legend and a tooltip giving every rank's bytes at the
  * cursor's moment.
@@ -136,6 +138,22 @@
       svg.appendChild(el('line', { x1: x, x2: x, y1: M.t, y2: M.t + PH, stroke: '#5a1ea0', 'stroke-dasharray': '3 3' }));
     }
 
+    // The tool's pauses, under the curves: grey, as wide as each lasted,
+    // left out under a pixel (the page of each rank draws them too).
+    R.forEach((r, i) => {
+      const o = byMark ? offset(r) : base;
+      for (const [a, b] of r.pauses || []) {
+        const x0 = Math.max(M.l, X(a - o)), x1 = Math.min(M.l + PW, X(b - o));
+        if (!(x1 - x0 >= 1)) continue;
+        const band = el('rect', { x: x0.toFixed(1), y: M.t, width: (x1 - x0).toFixed(1), height: PH,
+          fill: '#888', 'fill-opacity': 0.2, class: 'pause' });
+        band.dataset.rank = r.rank;
+        band.appendChild(el('title', {}, 'rank ' + r.rank + ': vramtrace paused ' + fmtMs(b - a, 0.1) +
+          ' (not the program\u2019s time)'));
+        svg.appendChild(band);
+      }
+    });
+
     R.forEach((r, i) => {
       const o = byMark ? offset(r) : base;
       const pts = [];
@@ -170,6 +188,12 @@
       lg.appendChild(item);
       lx += 18 + label.length * 6.5 + 14;
     });
+    if (svg.querySelector('rect.pause')) {
+      const item = el('g', { class: 'pause-legend' });
+      item.appendChild(el('rect', { x: lx, y: 4, width: 14, height: 10, fill: '#888', 'fill-opacity': 0.35 }));
+      item.appendChild(el('text', { x: lx + 18, y: 14 }, 'vramtrace paused (not the program\u2019s time)'));
+      lg.appendChild(item);
+    }
     svg.appendChild(lg);
     svg.appendChild(el('line', { id: 'cross', x1: -10, x2: -10, y1: M.t, y2: M.t + PH, stroke: '#555', 'stroke-dasharray': '2 2' }));
   }

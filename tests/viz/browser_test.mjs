@@ -622,6 +622,37 @@ const tests = {
     });
   },
 
+  // `vramtrace viz A B` of two ranks that track() paused (40 and 20 ms
+  // each): the overview shades each pause in grey, as wide as it lasted,
+  // and its legend says what the grey is; each rank's page shades them too.
+  // Before, the overview drew a pause as the program's own flat stretch.
+  async ranks_shade_the_tools_pauses_in_the_overview() {
+    const a = join(artifacts, 'ranks_paused_a.vtsnap'), b = join(artifacts, 'ranks_paused_b.vtsnap');
+    execFileSync(process.env.VT_GEN, ['paused', a], { stdio: 'pipe' });
+    execFileSync(process.env.VT_GEN, ['paused', b], { stdio: 'pipe' });
+    const html = join(artifacts, 'ranks_paused.html');
+    execFileSync(process.env.VT_CLI, ['viz', a, b, '-o', html, '-q'], { stdio: 'pipe' });
+    const opened = await open(html, () => document.querySelectorAll('#overview polyline').length === 2);
+    try {
+      const page = opened.page;
+      const bands = await page.evaluate(() => Array.from(document.querySelectorAll('#overview rect.pause'),
+        (r) => [r.dataset.rank, +r.getAttribute('width'), r.querySelector('title').textContent]));
+      check(bands.length === 4, 'pause bands in the overview: ' + JSON.stringify(bands));
+      for (const rank of new Set(bands.map((x) => x[0]))) {
+        const w = bands.filter((x) => x[0] === rank).map((x) => x[1]);
+        check(w.length === 2 && w[0] > 1.7 * w[1] && w[0] < 2.3 * w[1],
+          'rank ' + rank + ': a 40 ms pause is not twice a 20 ms one: ' + JSON.stringify(w));
+      }
+      check(/vramtrace paused 40(\.0)? ms/.test(bands[0][2]), 'a band says: ' + bands[0][2]);
+      check(await page.evaluate(() => !!document.querySelector('#overview .pause-legend')),
+        "the overview's legend says nothing of pauses");
+      await shot(page, 'ranks_paused');
+      opened.verifyQuiet();
+    } finally {
+      await opened.close();
+    }
+  },
+
   // `vramtrace viz A B` of two snapshots without marks: the overview has
   // its axes and legend, and "first mark" says there are none.
   async ranks_without_marks_say_so() {
@@ -638,6 +669,8 @@ const tests = {
       const n = await page.evaluate(() => [document.querySelectorAll('#overview .xlabel').length,
         document.querySelectorAll('#overview .ylabel').length, document.querySelectorAll('#overview .legend .item').length]);
       check(n[0] >= 3 && n[1] >= 2 && n[2] === 2, 'overview ticks and legend: ' + n);
+      check(await page.evaluate(() => !document.querySelector('#overview rect.pause, #overview .pause-legend')),
+        'pauses drawn or said where none were recorded');
       await shot(page, 'ranks_without_marks');
       opened.verifyQuiet();
     } finally {
