@@ -167,16 +167,23 @@ def test_the_referrer_index_answers_as_gc_get_referrers_did_when_it_was_built(re
     lists = [[o] for o in objs[9:]]
     levels = (objs, objs[:1], [h], [as_value, h.__dict__], [objs[6], objs[8]])
     before = sys.getrefcount(h)
-    known = {id(o) for o in gc.get_objects()}   # (what the index saw: made before it)
-    ix = mod.ReferrerIndex()
-    assert ix.edges > 0
-    for some in levels:
-        want = [r for r in gc.get_referrers(*some)
-                if id(r) in known and r is not levels and r is not objs]
-        got = ix.referrers_of(some)
-        assert [id(r) for r in got if r is not levels and r is not objs] == \
-            [id(r) for r in want]
-        assert len(got) == len({id(r) for r in got}), "a referrer twice"
+    # no collection meanwhile: it would move objects between the collector's
+    # generations, and gc.get_referrers's order with them
+    gc.disable()
+    try:
+        known = {id(o) for o in gc.get_objects()}   # (what the index saw: made before it)
+        ix = mod.ReferrerIndex()
+        assert ix.edges > 0
+        for some in levels:
+            want = [r for r in gc.get_referrers(*some)
+                    if id(r) in known and r is not levels and r is not objs]
+            got = ix.referrers_of(some)
+            assert [id(r) for r in got if r is not levels and r is not objs] == \
+                [id(r) for r in want]
+            assert len(got) == len({id(r) for r in got}), "a referrer twice"
+            del want, got
+    finally:
+        gc.enable()
     assert ix.referrers_of(()) == []
     assert ix.referrers_of([Holder()]) is None           # made since: not in it
     with pytest.raises(TypeError):

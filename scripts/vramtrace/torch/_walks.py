@@ -714,10 +714,11 @@ class _Walks:
     def _walk_frames_only(self, threshold: int,
                           starts: Optional[Dict[NodeKey, Any]] = None) -> None:
         """At a mark whose credit pays no walk: the holders of the stale
-        tensors no walk has seen among the running frames' locals alone (a
-        tensor a local holds, or an item of a list or tuple one holds: the
-        walker's way when cut off before its first heap pass), for the
-        price of reading the frames, no heap pass. A short program's credit
+        tensors no walk has seen among the running frames alone (a local of
+        a running function or a global of a script's top level, or an item
+        of a list, tuple or dict one of them holds: _referrers.
+        walk_running_frames), for the price of reading the frames, no heap
+        pass. A short program's credit
         pays a walk or two: its later leaks (each evaluation's outputs kept
         in a list, a local of main()) were found with no holder at all.
         What it finds is added to what the walks found; it retracts nothing
@@ -743,8 +744,9 @@ class _Walks:
             fresh.clear()
             if res.edges:
                 self._book.emit(res, "stale", only=set(), again=self._ring_says_again())
+            by_tid = self._by_tid
+            self._frames_walked = {t for t in self._frames_walked if t in by_tid}
             self._frames_walked.update(k[1] for k in res.tops)
-            self._frames_walked.intersection_update(self._by_tid)
             self.frame_walks += 1
             del res
         cost = _cpu_clock() - began
