@@ -621,7 +621,13 @@ class _Walker:
             if now is not None and self.level_began is not None and self.passes_of_level:
                 self.pass_s = (now - self.level_began) / self.passes_of_level
             self.level_began = now
-            if now is not None and deadline is not None and now > deadline:
+            # past the deadline a walk stops, but not while it reads the
+            # index its time paid for (a lookup a level): the walk that
+            # built it at the deadline's edge was cut at its next level,
+            # before the frames' locals of the level it had found (actor_
+            # critic.py's `act`, a local of main: its closure was the root)
+            if now is not None and deadline is not None and now > deadline and not (
+                    self.index and now - deadline < self.pass_s * _index_passes):
                 self.res.cut_off = True
                 if locals_ix is not None and not self.res.levels:
                     self.frames_only(locals_ix)

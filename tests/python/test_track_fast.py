@@ -250,6 +250,42 @@ def test_a_deep_walk_finds_through_the_index_what_its_passes_find(real_lib, monk
     assert {".items", "['kept']", "[0]", ".inner"} <= labels, labels
 
 
+def test_a_walk_reads_the_index_its_time_paid_for_past_the_deadline(real_lib):
+    """A walk builds the index when what is left of its time pays half of
+    it; the build then ends past the deadline, and the walk goes on through
+    its levels (a lookup each) instead of stopping at the next: it was cut
+    there, before the frames' locals of the level it had found (actor_
+    critic.py's closure `act`, a local of main, became the root of the
+    kept list). Here a clock read once a level: a second a level by pass,
+    the build ending half a second past the deadline."""
+    from vramtrace import _referrers
+    with vtt.track() as tr:
+        assert tr._fast is not None
+
+    class Node:
+        pass
+
+    target = Node()
+    top = target
+    links = []
+    for _ in range(6):
+        up = Node()
+        up.held = top
+        links.append(up)
+        top = up
+    ticks = iter([0.0, 1.0, 2.0, 3.0, 23.5] + [23.5 + k / 10 for k in range(1, 100)])
+    res = _referrers.walk_referrers({("t", 1): target}, lambda o: None, max_depth=16,
+                                    use_frames=False, deadline=23.0, clock=lambda: next(ticks))
+    try:
+        assert res.levels > _referrers._INDEX_AFTER + 2 and not res.cut_off, \
+            (res.levels, res.cut_off)
+        names = {res.names.get(e.src) for e in res.edges}
+        assert "list" in names, names    # `links`, which holds the top of the chain
+    finally:
+        res.objects.clear()
+    del links
+
+
 def test_without_the_extension_track_records_nothing_and_says_why(real_lib, monkeypatch):
     """The declared limit: no _trackfast for this Python (CPython before
     3.11, or a build without it) -- the block runs as without vramtrace."""

@@ -601,9 +601,9 @@ class _Walks:
             allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
-            starts.clear()
             if budgeted:
-                self._walk_frames_only(threshold)
+                self._walk_frames_only(threshold, starts)
+            starts.clear()
             return
         if search:
             self._adopt_unseen(search, kept, starts, counts)
@@ -705,49 +705,50 @@ class _Walks:
         # retracted main's local holding act(), and act() became a root).
         only = None if full and not cut else {k[1] for k in res.expanded if k[0] == "t"}
         roots.clear()
-        # what the running frames' walks said of these tensors: now the
-        # walks' to say (they read the frames too), and to retract
-        framed = {k[1] for k in starts if k[1] in self._frames_walked}
         starts.clear()
         self._book.emit(res, "stale", extra, only=only, again=final or self._ring_says_again())
         del res
-        if framed:
-            self._book.emit(_NOTHING_FOUND, "frames", only=framed)
-            self._frames_walked -= framed
         if not full:
             self.partial_walks += 1
 
-    def _walk_frames_only(self, threshold: int) -> None:
+    def _walk_frames_only(self, threshold: int,
+                          starts: Optional[Dict[NodeKey, Any]] = None) -> None:
         """At a mark whose credit pays no walk: the holders of the stale
-        tensors no walk has started from, among the running frames alone (a
-        local of a running function or a global of a script's top level, or
-        an item of a list, tuple or dict one of them holds: _referrers.
-        walk_running_frames), for the price of reading the stale set and the
-        frames, no heap pass. A short program's credit pays a walk or two:
-        its later leaks (each evaluation's outputs kept in a list, a local
-        of main()) were found with no holder at all. What it finds is
-        asserted in a scope of its own, beside what the walks found: each
-        such walk reads all those tensors again and retracts what it no
-        longer finds (what emit() asserts again costs no event); a walk that
-        starts from one later takes it over (and retracts what this said of
-        it). It counts as no walk, and takes at
-        most _FRAMES_ONLY_SHARE of the credit the program earned (_earned),
-        so that the walks still get the rest: with the whole of it, a loop
-        whose every mark has new stale tensors would keep the credit below
-        a walk's for ever."""
+        tensors no walk has seen among the running frames alone (a local of
+        a running function or a global of a script's top level, or an item
+        of a list, tuple or dict one of them holds: _referrers.
+        walk_running_frames), for the price of reading the frames, no heap
+        pass. A short program's credit pays a walk or two: its later leaks
+        (each evaluation's outputs kept in a list, a local of main()) were
+        found with no holder at all. What it finds is added to what the
+        walks found, as a partial walk's is; it retracts nothing, walks a
+        tensor once and counts as no walk: the tensors are walked when the
+        credit allows, and a walk from them retracts what no longer holds
+        them (a list since moved to another local is named by the first
+        until then). It takes at most _FRAMES_ONLY_SHARE of the credit the
+        program earned (_earned), so that the walks still get the rest:
+        with the whole of it, a loop whose every mark has new stale tensors
+        would keep the credit below a walk's for ever."""
         if self._frames_spent + self._frames_cost > _FRAMES_ONLY_SHARE * self._earned:
             return
         began = _cpu_clock()
-        starts, _, _ = self._stale_starts(threshold, False)
-        todo = {k: t for k, t in starts.items() if k[1] not in self._walked}
-        starts.clear()
-        if todo or self._frames_walked:
-            res = walk_running_frames(todo, self._tensor_key, skip_files=_SKIP_FILES,
+        read = starts is None
+        if starts is None:
+            starts, _, _ = self._stale_starts(threshold, False)
+        fresh = {k: t for k, t in starts.items()
+                 if k[1] not in self._walked and k[1] not in self._frames_walked}
+        if read:
+            starts.clear()
+        if fresh:
+            res = walk_running_frames(fresh, self._tensor_key, skip_files=_SKIP_FILES,
                                       ignore_ids=self._ignore_ids() | {id(starts)},
                                       max_nodes=self.max_nodes)
-            self._frames_walked = {k[1] for k in todo}
-            todo.clear()
-            self._book.emit(res, "frames", again=self._ring_says_again())
+            fresh.clear()
+            if res.edges:
+                self._book.emit(res, "stale", only=set(), again=self._ring_says_again())
+            by_tid = self._by_tid
+            self._frames_walked = {t for t in self._frames_walked if t in by_tid}
+            self._frames_walked.update(k[1] for k in res.tops)
             self.frame_walks += 1
             del res
         cost = _cpu_clock() - began
