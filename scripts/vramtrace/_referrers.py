@@ -413,7 +413,8 @@ class _Locals:
         del item
 
     def _scan_namespace(self, namespace: Dict[str, Any]) -> None:
-        module = sys.modules.get(namespace.get("__name__"))   # type: ignore[arg-type]
+        name = namespace.get("__name__")
+        module = sys.modules.get(name) if isinstance(name, str) else None
         if module is None or getattr(module, "__dict__", None) is not namespace \
                 or id(module) in self.modules:
             return

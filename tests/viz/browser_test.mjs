@@ -15,6 +15,24 @@ import { join } from 'node:path';
 
 import { artifacts, canvasStats, check, checkJson, checkText, clickLifetime, hoverTip, makePage, open, runTest, shot, until, viz, wheelAt, withPage } from './browser_lib.mjs';
 
+/* `vramtrace viz A B -o TAG.html` of two snapshots gen_snapshot `kind`
+ * makes (ranks TAG_a and TAG_b), opened once the overview has both curves;
+ * ``body(page)``, then no network request and no error in the page. */
+async function withRanksPage(tag, kind, body) {
+  const a = join(artifacts, tag + '_a.vtsnap'), b = join(artifacts, tag + '_b.vtsnap');
+  execFileSync(process.env.VT_GEN, [kind, a], { stdio: 'pipe' });
+  execFileSync(process.env.VT_GEN, [kind, b], { stdio: 'pipe' });
+  const html = join(artifacts, tag + '.html');
+  execFileSync(process.env.VT_CLI, ['viz', a, b, '-o', html, '-q'], { stdio: 'pipe' });
+  const opened = await open(html, () => document.querySelectorAll('#overview polyline').length === 2);
+  try {
+    await body(opened.page);
+    opened.verifyQuiet();
+  } finally {
+    await opened.close();
+  }
+}
+
 const tests = {
   async page_loads_offline() {
     await withPage(makePage('page_loads_offline', false), async (page, { requests, url }) => {
@@ -627,14 +645,7 @@ const tests = {
   // and its legend says what the grey is; each rank's page shades them too.
   // Before, the overview drew a pause as the program's own flat stretch.
   async ranks_shade_the_tools_pauses_in_the_overview() {
-    const a = join(artifacts, 'ranks_paused_a.vtsnap'), b = join(artifacts, 'ranks_paused_b.vtsnap');
-    execFileSync(process.env.VT_GEN, ['paused', a], { stdio: 'pipe' });
-    execFileSync(process.env.VT_GEN, ['paused', b], { stdio: 'pipe' });
-    const html = join(artifacts, 'ranks_paused.html');
-    execFileSync(process.env.VT_CLI, ['viz', a, b, '-o', html, '-q'], { stdio: 'pipe' });
-    const opened = await open(html, () => document.querySelectorAll('#overview polyline').length === 2);
-    try {
-      const page = opened.page;
+    await withRanksPage('ranks_paused', 'paused', async (page) => {
       const bands = await page.evaluate(() => Array.from(document.querySelectorAll('#overview rect.pause'),
         (r) => [r.dataset.rank, +r.getAttribute('width'), r.querySelector('title').textContent]));
       check(bands.length === 4, 'pause bands in the overview: ' + JSON.stringify(bands));
@@ -647,23 +658,13 @@ const tests = {
       check(await page.evaluate(() => !!document.querySelector('#overview .pause-legend')),
         "the overview's legend says nothing of pauses");
       await shot(page, 'ranks_paused');
-      opened.verifyQuiet();
-    } finally {
-      await opened.close();
-    }
+    });
   },
 
   // `vramtrace viz A B` of two snapshots without marks: the overview has
   // its axes and legend, and "first mark" says there are none.
   async ranks_without_marks_say_so() {
-    const a = join(artifacts, 'ranks_a.vtsnap'), b = join(artifacts, 'ranks_b.vtsnap');
-    execFileSync(process.env.VT_GEN, ['one', a], { stdio: 'pipe' });
-    execFileSync(process.env.VT_GEN, ['one', b], { stdio: 'pipe' });
-    const html = join(artifacts, 'ranks_without_marks.html');
-    execFileSync(process.env.VT_CLI, ['viz', a, b, '-o', html, '-q'], { stdio: 'pipe' });
-    const opened = await open(html, () => document.querySelectorAll('#overview polyline').length === 2);
-    try {
-      const page = opened.page;
+    await withRanksPage('ranks_without_marks', 'one', async (page) => {
       const opt = await page.$eval('#align option[value="mark"]', (o) => [o.disabled, o.textContent]);
       check(opt[0] && /no marks/.test(opt[1]), 'the "first mark" option: ' + JSON.stringify(opt));
       const n = await page.evaluate(() => [document.querySelectorAll('#overview .xlabel').length,
@@ -672,10 +673,7 @@ const tests = {
       check(await page.evaluate(() => !document.querySelector('#overview rect.pause, #overview .pause-legend')),
         'pauses drawn or said where none were recorded');
       await shot(page, 'ranks_without_marks');
-      opened.verifyQuiet();
-    } finally {
-      await opened.close();
-    }
+    });
   },
 
   // vramtrace viz --replay CONF: the replay's reserved bytes, dashed in

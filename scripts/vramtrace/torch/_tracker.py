@@ -24,7 +24,8 @@ from ._fast_path import _make_fast_path, _ring_calls
 from ._marks import _NO_TICK, _QUIET_GAPS, _TICK_S, _Marks
 from ._naming import _Naming
 from ._recording import _Mode, _Recording, _get_ident, _let_engine_threads_go
-from ._walks import _FIRST_PASS_S, _FRAMES_ONLY_S
+from ._frame_walks import _FRAMES_ONLY_S, _FrameWalks
+from ._walks import _FIRST_PASS_S
 from ._records import _StorageRec, _TensorRec
 from ._registry import _active, _tls
 from ._storages import _Storages
@@ -68,7 +69,7 @@ class _NoBooks:
         self.lent_frames: Dict[int, int] = {}
 
 
-class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks):
+class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks, _FrameWalks):
     """Records tensors, uses, deaths and holders for ``vramtrace check``.
 
     Use through :func:`track`. Tensor deaths keep being recorded after the
