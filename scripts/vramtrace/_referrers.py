@@ -67,8 +67,12 @@ _INDEX_AFTER = 3
 _index_passes = 4.0
 # Its tables take about 100 bytes of host memory an object for the walk's
 # time (30 MB with torch loaded, 300,000 objects): a heap of more objects
-# than this is walked a pass a level, as before.
+# than this is walked a pass a level, as before, and the next
+# _INDEX_REFUSED_WALKS walks do not ask again (the refusal costs a listing
+# of the heap, gc.get_objects(): half a pass, for nothing).
 _INDEX_MAX_OBJECTS = 1_000_000
+_INDEX_REFUSED_WALKS = 32
+_index_refused = 0   # walks left that do not ask
 _native_referrers: Optional[Callable[[List[Any]], List[Any]]] = None
 _native_instances: Optional[Callable[[List[Any], type], List[Any]]] = None
 _native_index: Optional[Callable[[], Any]] = None
@@ -476,9 +480,9 @@ def walk_running_frames(starts: Dict[NodeKey, Any],
     """The holders of ``starts`` among the running frames alone, with no
     heap pass: a local of a running function or a global of a module whose
     top level runs (a script's), or an item of a tuple, list or dict one of
-    them holds (``items`` of each at most). A partial answer, read in about
-    a millisecond: nothing is expanded (``WalkResult.expanded`` is empty),
-    so it retracts nothing a walk found."""
+    them holds (``items`` of each at most). A partial answer: nothing is
+    expanded (``WalkResult.expanded`` is empty), so it retracts nothing a
+    walk found."""
     _gc_hold.program_read()
     w = _Walker(tensor_key, frozenset(skip_files), set(ignore_ids), 1, 0, max_nodes)
     try:
@@ -627,7 +631,7 @@ class _Walker:
             # built it at the deadline's edge was cut at its next level,
             # before the frames' locals of the level it had found (actor_
             # critic.py's `act`, a local of main: its closure was the root)
-            if now is not None and deadline is not None and now > deadline and not (
+            if now is not None and now > deadline and not (
                     self.index and now - deadline < self.pass_s * _index_passes):
                 self.res.cut_off = True
                 if locals_ix is not None and not self.res.levels:
@@ -689,8 +693,11 @@ class _Walker:
         made four more passes and was cut); the index then overruns the
         time by half its price at most, as a pass begun in time overruns it
         by a pass, and the credit pays that back before the next walk."""
-        global _index_passes
+        global _index_passes, _index_refused
         self.passes_of_level = 0.0
+        if self.index is None and self.res.levels >= _INDEX_AFTER and _index_refused:
+            _index_refused -= 1
+            self.index = False   # the heap was too large a little while ago
         if (self.index is None and _native_index is not None
                 and self.res.levels >= _INDEX_AFTER
                 and (left is None or left >= self.pass_s * _index_passes / 2)
@@ -700,6 +707,7 @@ class _Walker:
                 self.index = _native_index(limit=_INDEX_MAX_OBJECTS)
             except (OverflowError, MemoryError):
                 self.index = False   # not for this walk: a pass a level
+                _index_refused = _INDEX_REFUSED_WALKS
             if self.index:
                 if self.pass_wall > 0:   # what it cost in this heap, for the next walk's choice
                     built = time.perf_counter() - began

@@ -239,12 +239,27 @@ def test_a_deep_walk_finds_through_the_index_what_its_passes_find(real_lib, monk
     # the walk reads it, a level between the owner and its attributes)
     assert levels_passed > _referrers._INDEX_AFTER + 2
     assert passes_passed == pytest.approx(levels_passed, abs=0.5)   # a pass a level
-    # a heap of more objects than the index's limit: a pass a level
-    monkeypatch.setattr(_referrers, "_native_index", vtt._fast_path._trackfast.ReferrerIndex)
+    # a heap of more objects than the index's limit: a pass a level, and the
+    # next walks do not ask for a while (each refusal lists the heap)
+    asked = []
+
+    def index(**kw):
+        asked.append(kw)
+        return vtt._fast_path._trackfast.ReferrerIndex(**kw)
+    monkeypatch.setattr(_referrers, "_native_index", index)
     monkeypatch.setattr(_referrers, "_INDEX_MAX_OBJECTS", 10)
+    monkeypatch.setattr(_referrers, "_index_refused", 0)
     levels_large, passes_large, by_large = walk()
     assert passes_large == pytest.approx(levels_large, abs=0.5)
-    assert by_large == by_index
+    assert by_large == by_index and len(asked) == 1
+    assert _referrers._index_refused == _referrers._INDEX_REFUSED_WALKS
+    monkeypatch.setattr(_referrers, "_INDEX_MAX_OBJECTS", 10 ** 9)
+    levels_after, passes_after, _ = walk()
+    assert passes_after == pytest.approx(levels_after, abs=0.5) and len(asked) == 1   # not asked
+    assert _referrers._index_refused == _referrers._INDEX_REFUSED_WALKS - 1
+    monkeypatch.setattr(_referrers, "_index_refused", 0)
+    walk()
+    assert len(asked) == 2                                          # asked again
     assert by_index == by_passes
     labels = {e[2] for e in by_index}
     assert {".items", "['kept']", "[0]", ".inner"} <= labels, labels

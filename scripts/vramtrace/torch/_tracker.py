@@ -132,7 +132,7 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks, _FrameWal
         self._credit = 0.0
         self._earned = 0.0           # all the credit the program's time gave
         # Walks of the running frames alone, at marks whose credit paid no
-        # walk (_Walks._walk_frames_only): made, their CPU seconds in all,
+        # walk (_FrameWalks._walk_frames_only): made, their CPU seconds in all,
         # the last one's, and the tensors they started from.
         self.frame_walks = 0
         self._frames_spent = 0.0

@@ -340,7 +340,7 @@ static PyObject *index_close(ReferrerIndex *ix, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *index_len(ReferrerIndex *ix, void *closure)
+static PyObject *index_edges(ReferrerIndex *ix, void *closure)
 {
     (void)closure;
     return PyLong_FromSize_t(ix->nedges);
@@ -363,7 +363,7 @@ static PyMethodDef index_methods[] = {
 };
 
 static PyGetSetDef index_getset[] = {
-    {"edges", (getter)index_len, NULL, "references indexed", NULL},
+    {"edges", (getter)index_edges, NULL, "references indexed", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
