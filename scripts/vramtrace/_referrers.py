@@ -32,6 +32,7 @@ import threading
 import time
 import types
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
@@ -331,6 +332,13 @@ _LOCAL_ITEMS = 16        # items of a local tuple or list indexed (_Locals)
 # ... for a walk of the running frames alone (walk_running_frames), which
 # has no heap pass to find the rest: a list a step appends to is longer
 _FRAME_WALK_ITEMS = 4096
+# ... and there, containers in the containers a local holds, this deep (a
+# deque of namedtuples of tensors: a replay memory's transitions, a list of
+# them kept besides), their items counted against _FRAME_WALK_NESTED_ITEMS
+# in all: a walk of the frames alone read one level, and named no holder
+# of a DQN's transitions kept in a list past their eviction
+_FRAME_WALK_NESTING = 3
+_FRAME_WALK_NESTED_ITEMS = 1 << 15
 
 
 class _Locals:
@@ -365,6 +373,7 @@ class _Locals:
         # pass can still name (an RNN's state, a (h, c) tuple in a local).
         self.containers: Dict[int, Any] = {}
         self.in_container: Dict[int, List[int]] = {}
+        self.nested_left = _FRAME_WALK_NESTED_ITEMS
         tracing = sys.gettrace() is not None or sys.getprofile() is not None
         me = threading.get_ident()
         for tid, frame in list(sys._current_frames().items()):
@@ -403,17 +412,30 @@ class _Locals:
                 loc.clear()
             del loc
 
-    def _contents(self, value: Any) -> None:
+    def _contents(self, value: Any, depth: int = 1) -> None:
         """The items of a tuple or list (or the values of a dict, in a walk
-        of the frames alone) a local holds, up to ``items`` of them."""
+        of the frames alone) a local holds, up to ``items`` of them. In a
+        walk of the frames alone (``namespaces``) also those of a deque and
+        of subclasses (a namedtuple), and of the containers in them down to
+        _FRAME_WALK_NESTING, _FRAME_WALK_NESTED_ITEMS items in all."""
         kind = type(value)
-        if kind not in (tuple, list) and (kind is not dict or self.items <= _LOCAL_ITEMS):
+        if self.namespaces:
+            if not isinstance(value, (tuple, list, dict, deque)):
+                return
+        elif kind not in (tuple, list) and (kind is not dict or self.items <= _LOCAL_ITEMS):
             return
         if not 0 < len(value) <= self.items or id(value) in self.containers:
             return
+        nested = self.namespaces and depth < _FRAME_WALK_NESTING
+        if depth > 1:
+            if self.nested_left < len(value):
+                return
+            self.nested_left -= len(value)
         self.containers[id(value)] = value
-        for item in list(value.values() if kind is dict else value):
+        for item in list(value.values() if isinstance(value, dict) else value):
             self.in_container.setdefault(id(item), []).append(id(value))
+            if nested:
+                self._contents(item, depth + 1)
         del item
 
     def _scan_namespace(self, namespace: Dict[str, Any]) -> None:
@@ -650,9 +672,19 @@ class _Walker:
     def frames_only(self, locals_ix: "_Locals") -> None:
         """A walk cut off before its first heap pass: its starts' holders
         among the running frames' locals alone, read without one (a start
-        a local holds, or an item of a tuple or list a local holds)."""
+        a local holds, or an item of a tuple or list a local holds; in a
+        walk of the frames alone, of the containers _Locals read in those)."""
         for key in list(self.next_level):
             self.frame_edges(locals_ix, key)
+            self.container_edges(locals_ix, key)
+            self.global_edges(locals_ix, key)
+
+    def container_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
+        """The containers _Locals read that hold ``key``'s object, and
+        theirs, each with the locals and globals that are it."""
+        todo = [key]
+        while todo:
+            key = todo.pop()
             oid = self.obj_of[key]
             obj = self.held.get(oid)
             for cid in locals_ix.in_container.get(oid, ()):
@@ -664,9 +696,9 @@ class _Walker:
                     if ckey is not None:
                         self.frame_edges(locals_ix, ckey)
                         self.global_edges(locals_ix, ckey)
+                        todo.append(ckey)
                 del c
             del obj
-            self.global_edges(locals_ix, key)
 
     def global_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
         """``module.name`` for each running module's global that is the

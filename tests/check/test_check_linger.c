@@ -569,6 +569,104 @@ TEST(state_missing_its_next_use_is_flagged)
     synth_fini(&y);
 }
 
+#define REPLAY 0x7fa000000000ull
+#define REPLAY_STEPS 200
+#define REPLAY_CAP 16
+
+/* The DQN tutorial's replay memory (module __main__.memory, a deque): each
+ * step pushes a transition (a tensor made at its own line), evicts the
+ * oldest past REPLAY_CAP, and draws 4 of those it holds at random (an LCG),
+ * which reads them. variant 1: every transition is also kept in a list
+ * (all_transitions), so an evicted one stays alive and is never drawn
+ * again: a leak. Returns the step at which each transition was evicted in
+ * evicted[] (0: held at the end). */
+static void replay_buffer(synth *y, int variant, int *evicted)
+{
+    setup(y);
+    uint32_t st_push = synth_stack(y, "observe", "main", NULL);
+    synth_holder(y, 900, "module __main__");
+    synth_held(y, 901, "deque", 900, ".memory");
+    if (variant)
+        synth_held(y, 902, "list", 900, ".all_transitions");
+    uint64_t rng = 12345;
+    int oldest = 1;   /* the transitions held are oldest..i */
+    for (int i = 1; i <= REPLAY_STEPS; i++) {
+        step(y, i);
+        uint64_t id = 20000 + (uint64_t)i, addr = REPLAY + (uint64_t)i * 0x100000ull;
+        synth_made(y, id, addr, 64 * 1024, "state = torch.tensor(obs) (dqn.py:134)", st_push);
+        synth_ref(y, 901, id, "[*]");
+        if (variant)
+            synth_ref(y, 902, id, item_label(i));
+        evicted[i] = 0;
+        if (i - oldest + 1 > REPLAY_CAP) {
+            uint64_t old = 20000 + (uint64_t)oldest;
+            synth_unref(y, 901, old);
+            if (!variant) {
+                synth_drop(y, old);
+                synth_free(y, REPLAY + (uint64_t)oldest * 0x100000ull);
+            }
+            evicted[oldest++] = i;
+        }
+        for (int b = 0; b < 4; b++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            synth_use(y, 20000 + (uint64_t)(oldest + (int)((rng >> 33) % (uint64_t)(i - oldest + 1))));
+        }
+    }
+}
+
+TEST(a_replay_buffers_entries_drawn_at_random_are_not_lingering)
+{
+    /* Each transition waits a few steps between draws and after its last
+     * one until its eviction (found on the PyTorch DQN tutorial under run
+     * --track: every transition flagged, 715 findings with a full buffer):
+     * its line's tensors are drawn from at random, and their grace is the
+     * run of misses a draw makes once in a million. */
+    synth y;
+    int evicted[REPLAY_STEPS + 1];
+    replay_buffer(&y, 0, evicted);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_CLEAN(r, &y);
+    vt__check_report_free(r);
+    /* asked for a grace of one step, they are flagged as before */
+    vt__check_options o = default_options();
+    o.grace_mode = VT_CHECK_GRACE_STEPS;
+    o.grace_steps = 1;
+    r = check(&y, &o);
+    ASSERT_GT(r->nfindings, 10);
+    ASSERT_EQ(r->findings[0].sampled_grace_steps, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(a_replay_buffers_entries_kept_past_their_eviction_are_flagged)
+{
+    /* The same buffer, each transition also kept in a list: an evicted one
+     * is never drawn again, and once it has gone unused for longer than a
+     * draw could miss it, it is flagged, held by the list. */
+    synth y;
+    int evicted[REPLAY_STEPS + 1];
+    replay_buffer(&y, 1, evicted);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_GT(r->nfindings, 50);
+    uint32_t grace = r->findings[0].sampled_grace_steps;
+    /* 4 draws of 16 a step: 1 step in 4.4; read from the gaps the draws
+     * ended alone (an evicted one's wait is not counted while it is alive),
+     * 1 in 3.4: 40 steps of grace (a draw misses one so 1 in 30,000) */
+    ASSERT(grace >= 35 && grace <= 60);
+    for (size_t k = 0; k < r->nfindings; k++) {
+        const vt__check_finding *f = &r->findings[k];
+        ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+        ASSERT_EQ(f->sampled_grace_steps, grace);
+        ASSERT(f->sampled_mean_gap > 3 && f->sampled_mean_gap < 5);
+        int i = (int)((f->addr - REPLAY) / 0x100000ull);
+        ASSERT_MSG(evicted[i] != 0, "transition %d, still in the buffer, flagged", i);
+        ASSERT_GE(f->steps_unused, grace);
+        ASSERT(strstr(path_text(f, 0), "module __main__.all_transitions") != NULL);
+    }
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(storage_whose_lifetime_crosses_a_gap_is_not_judged)
 {
     /* As state_missing_its_next_use_is_flagged, but a gap after its

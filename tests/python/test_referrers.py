@@ -260,6 +260,31 @@ def test_a_walk_of_the_running_frames_names_locals_long_lists_dicts_and_a_script
     del history, by_step, ctx, script
 
 
+def test_a_walk_of_the_running_frames_reads_containers_in_containers():
+    """A replay memory (a deque of namedtuples) and a list of the same
+    transitions kept besides: a walk of the running frames alone names a
+    start through both, three containers deep at most (it read one: the
+    transitions' tensors of a DQN kept in a list were found with no holder),
+    and a start deeper than that is not found."""
+    import collections
+    step = collections.namedtuple("Step", "state reward")
+    starts = {("t", i): Payload() for i in range(1, 4)}
+    memory = collections.deque([step(Payload(), Payload()) for _ in range(5)], maxlen=8)
+    memory.append(step(starts[("t", 1)], Payload()))
+    seen = [step(Payload(), starts[("t", 2)])]
+    deep = [[[[starts[("t", 3)]]]]]
+    res = _referrers.walk_running_frames(starts, lambda o: None,
+                                         skip_files=(_referrers.__file__,))
+    fn = "test_a_walk_of_the_running_frames_reads_containers_in_containers"
+    assert any(f"local 'memory' in {fn}" in c and "-> [5] -> [0] -> " in c
+               for c in _chains(res, ("t", 1))), _chains(res, ("t", 1))
+    assert any(f"local 'seen' in {fn}" in c and "-> [0] -> [1] -> " in c
+               for c in _chains(res, ("t", 2))), _chains(res, ("t", 2))
+    assert not any(f"local 'deep'" in c for c in _chains(res, ("t", 3))), \
+        _chains(res, ("t", 3))
+    del memory, seen, deep
+
+
 def _fail_holding(payload):
     batch = payload        # a local of a frame that raises: kept by the traceback
     raise ValueError("bad batch")

@@ -359,6 +359,11 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if ((opt.grace_mode == VT_CHECK_GRACE_TIME || !m.nmarks) && (rc = vt__ck_model_times(&m)) < 0)
         goto fail;
     rc = -ENOMEM;
+    /* What a replay buffer's entries are: LINGER's grace, GROWTH's word. */
+    if (m.nmarks && opt.grace_mode != VT_CHECK_GRACE_TIME &&
+        (rules & (VT_CHECK_RULE_LINGER | VT_CHECK_RULE_GROWTH)) &&
+        vt__ck_sampled_init(&m.drawn, &m) < 0)
+        goto fail;
     /* Before LINGER: a storage only a collection freed is its finding alone. */
     if (rules & VT_CHECK_RULE_CYCLE)
         if (vt__ck_rule_cycle(&m, &opt, &fs, r) < 0)

@@ -68,6 +68,8 @@
  *     became a finding (linger_from). Weights used every step (G = 1) or
  *     state used every k steps (G = k) are never flagged by the trace simply
  *     ending: their missed use would have to be followed by a complete step.
+ *     A storage whose call site's storages are drawn from at random (a
+ *     replay buffer: check_sampled.c) gets N = max(N, that site's grace).
  *     `--grace Nsteps` sets N directly (the usual gap is then ignored).
  *   - Time (default when there are no marks, or `--grace 2.5s`): flagged when
  *     free (or the end of the trace) minus the last use exceeds
@@ -240,6 +242,14 @@ struct vt__event_stream;
 #define VT_CHECK_TIME_MIN_NS 1000000000ull
 /* Multiple of the median use gap in the time rule. */
 #define VT_CHECK_GAP_FACTOR 10
+/* LINGER, storages revisited at random (check_sampled.c): a storage shows
+ * draws with this many gaps between its use steps or more, not all equal; a
+ * call site is drawn from when this many of its storages show them, more
+ * than show regular gaps; their grace is where the chance of a draw missing
+ * them that many steps in a row falls under VT_CHECK_SAMPLED_CHANCE. */
+#define VT_CHECK_SAMPLED_MIN_GAPS 3
+#define VT_CHECK_SAMPLED_MIN_STORAGES 4
+#define VT_CHECK_SAMPLED_CHANCE 1e-6
 /* PINNED: default share of the storage its live views must cover. */
 #define VT_CHECK_PINNED_RATIO 0.5
 /* TAPE: share of its step's events (percent) a storage must stay alive after its
@@ -423,6 +433,12 @@ typedef struct vt__check_finding {
                                   wrote it ("" before the first mark) */
     uint32_t usual_gap_steps;  /* upper median gap between distinct use steps, 0 if
                                   used in one step only (steps mode) */
+    uint32_t sampled_grace_steps;  /* LINGER and GROWTH, steps mode: its call site's
+                                  storages are revisited at random (drawn from: a replay
+                                  buffer), and this is the grace LINGER gives them (set on
+                                  a LINGER finding only where it outgrew its usual gap);
+                                  0 if not */
+    double sampled_mean_gap;   /* the site's mean gap between draws lately, in steps */
     uint64_t usual_gap_ns;     /* median time gap between uses, 0 if < 2 uses */
     uint32_t steps_unused;     /* complete steps alive and unused after the last use's step */
 
@@ -741,6 +757,9 @@ long vt__check_report_groups(const vt__check_report *r, const vt__snapshot_data 
  *                                  unknown, before the window; seq/time/step
  *                                  are the window's start, stack empty)
  *       "uses": N, "usual_gap_steps": N, "usual_gap_ns": N,
+ *       "drawn": {"mean_gap_steps": X, "grace_steps": N} | null,  (linger, steps:
+ *                                  its line's tensors drawn from at random, and the
+ *                                  grace that gave it: check_sampled.c)
  *       "steps_unused": N,
  *       "lingering_from": {"seq": N, "time_ns": N},
  *       "freed": {"seq": N, "time_ns": N, "stack": STACK} | null,  (null: still alive)

@@ -158,6 +158,8 @@ static int site_finding(ck_model *m, ck_findings *fs, uint32_t sti, const ck_sto
     f->last_use_stack = f->alloc_stack;
     f->last_use_step = vt__ck_step_of(m, f->alloc_seq);
     f->last_use_mark = vt__ck_step_label(m, f->last_use_step);
+    /* a replay buffer filling up grows so: said with it */
+    f->sampled_grace_steps = vt__ck_sampled_grace(&m->drawn, st, &f->sampled_mean_gap);
     if (m->nmarks) {
         f->linger_from_seq = m->mark_seq[g->first];
         f->linger_from_time_ns = m->mark_time[g->first];

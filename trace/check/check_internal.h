@@ -8,6 +8,8 @@
  *                   and its queries
  *   check_live.c    the storages open during pass 1, by address
  *   check_linger.c  the LINGER rule and its grace
+ *   check_sampled.c the call sites whose storages are revisited at random
+ *                   (a replay buffer's entries), and the grace they get
  *   check_pinned.c  the PINNED rule (coverage tree over the live views)
  *   check_cycle.c   the CYCLE rule: storages a garbage collection freed
  *   check_tape.c    the TAPE rule: retention inside a step, through its peak
@@ -165,6 +167,15 @@ typedef struct ck_loop {
 } ck_loop;
 typedef struct ck_loops ck_loops;
 
+/* The call sites (allocation stacks) whose storages are drawn from at
+ * random (a replay buffer's entries: check_sampled.c), each with the grace
+ * in steps LINGER gives them (see VT_CHECK_SAMPLED_*). */
+typedef struct ck_sampled {
+    vt__u64map site;      /* allocation stack -> index */
+    uint32_t *grace;      /* by index; 0: not drawn from */
+    double *mean_gap;     /* by index: the mean gap between draws lately, in steps */
+} ck_sampled;
+
 typedef struct ck_model {
     const vt__snapshot_data *s;
     struct vt__event_stream *es; /* its events, read once per pass */
@@ -189,6 +200,7 @@ typedef struct ck_model {
     ck_use *uses;     size_t nuses, capuses;
     ck_gop *gops;     size_t ngops, capgops;
     uint64_t *mark_seq; uint64_t *mark_time; size_t nmarks, capmarks;
+    ck_sampled drawn;       /* sites drawn from at random (steps mode, after pass 2) */
     /* The marks are the steps the backward passes tell (tl->backward_steps),
      * added by pass 1 where the program marked no step (vt__ck_model_build) */
     uint8_t steps_inferred;
@@ -431,6 +443,16 @@ int vt__ck_rule_pinned(ck_model *m, const vt__check_options *opt, ck_findings *f
  * the owner's drop, as PINNED lists them (left 0 when they cover more).
  * 0, or -ENOMEM. */
 int vt__ck_linger_pinning(ck_model *m, uint32_t sti, double ratio, vt__check_finding *f);
+/* check_sampled.c: fills m->drawn (steps mode: LINGER's and GROWTH's);
+ * empty (no site) with too few marks. 0 or -ENOMEM. */
+int vt__ck_sampled_init(ck_sampled *s, const ck_model *m);
+/* st's site's grace (0: none), its mean gap in *mean_gap. */
+uint32_t vt__ck_sampled_grace(const ck_sampled *s, const ck_storage *st, double *mean_gap);
+void vt__ck_sampled_free(ck_sampled *s);
+/* st's gaps between the distinct steps it was used in (gaps: room for
+ * st->nuses); their count, and its last use's step in *last_step. */
+size_t vt__ck_use_step_gaps(const ck_model *m, const ck_storage *st, uint64_t *gaps,
+                            uint32_t *last_step);
 /* CYCLE runs before LINGER and marks the storages it flags (gc_freed). */
 int vt__ck_rule_cycle(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                       vt__check_report *r);

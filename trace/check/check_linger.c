@@ -3,7 +3,9 @@
  * tensors on it for longer than its grace (see check.h, "Rules").
  *
  * The grace is counted in complete steps between marks when the trace has
- * marks (auto: the storage's usual gap between use steps), else in time
+ * marks (auto: the storage's usual gap between use steps, or what a call
+ * site whose storages are drawn from at random gives them: check_sampled.c),
+ * else in time
  * (auto: max(1 s, 10x its median use gap, 5% of the trace)) of the
  * program's own: the time the tool paused it (PAUSE events: a tracker's
  * holder walks) does not count.
@@ -48,18 +50,13 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
             gap_ns = rest;
 
         uint32_t j = vt__ck_step_of(m, last->seq), need = 0, unused = 0, gap_steps = 0;
+        uint32_t drawn_grace = 0;
+        double drawn_gap = 0;
         uint64_t from_seq = 0, from_time = 0;
         int hit = 0;
         if (steps) {
             /* Median distance between consecutive distinct use steps. */
-            ng = 0;
-            uint32_t prev = vt__ck_step_of(m, u[0].seq);
-            for (uint32_t k = 1; k < st->nuses; k++) {
-                uint32_t sk = vt__ck_step_of(m, u[k].seq);
-                if (sk != prev)
-                    gaps[ng++] = sk - prev;
-                prev = sk;
-            }
+            ng = vt__ck_use_step_gaps(m, st, gaps, &j);
             gap_steps = (uint32_t)vt__ck_median(gaps, ng);
             if (rest && rest < UINT32_MAX && rest + 1 > gap_steps)
                 gap_steps = (uint32_t)rest + 1;
@@ -67,6 +64,13 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
                 need = opt->grace_steps;
             else
                 need = gap_steps > 1 ? gap_steps : 1;
+            /* an entry of a buffer drawn from: as long as a draw may miss it */
+            if (opt->grace_mode == VT_CHECK_GRACE_AUTO)
+                drawn_grace = vt__ck_sampled_grace(&m->drawn, st, &drawn_gap);
+            if (drawn_grace > need)
+                need = drawn_grace;
+            else
+                drawn_grace = 0;
             /* Complete steps after j the storage outlived: step k is complete
              * and outlived when mark k+1 exists and precedes the free. */
             uint32_t f = st->freed ? vt__ck_step_of(m, st->free_seq) : (uint32_t)m->nmarks;
@@ -107,6 +111,8 @@ int vt__ck_rule_linger(ck_model *m, const vt__check_options *opt, ck_findings *f
             continue;   /* ignored, or out of memory: rc ends the loop */
         f->grace_mode = r->grace_mode;
         f->usual_gap_steps = gap_steps;
+        f->sampled_grace_steps = drawn_grace;
+        f->sampled_mean_gap = drawn_gap;
         f->usual_gap_ns = gap_ns;
         f->steps_unused = unused;
         f->linger_from_seq = from_seq;

@@ -622,6 +622,7 @@ void vt__ck_model_free(ck_model *m)
     free(m->sites);
     free(m->lives);
     vt__u64map_free(&m->site_of);
+    vt__ck_sampled_free(&m->drawn);
     free(m->nodes);
     free(m->uses);
     free(m->gops);

@@ -684,6 +684,10 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                 fprintf(f, " (mark 1 not judged: warm-up)\n");
             else
                 fprintf(f, " (marks 1..%u not judged: warm-up)\n", x->growth_first_mark);
+            if (x->sampled_grace_steps)
+                fprintf(f, "   its line's tensors are drawn from at random (1 step in %.1f lately),"
+                           " as a replay buffer's: one bounded by a capacity grows so until"
+                           " it is full\n", x->sampled_mean_gap);
         } else {
             fprintf(f, "   never freed, allocated step after step by the same call site\n");
         }
@@ -740,6 +744,10 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                         x->steps_unused, x->steps_unused == 1 ? "" : "s");
                 if (x->last_use_before_window)
                     fprintf(f, "(since the window began at least)\n");
+                else if (x->sampled_grace_steps)
+                    fprintf(f, "(its line's tensors are drawn from at random, as a replay "
+                               "buffer's: 1 step in %.1f lately, grace %u steps)\n",
+                            x->sampled_mean_gap, x->sampled_grace_steps);
                 else if (x->usual_gap_steps)
                     fprintf(f, "(usual gap %u step%s)\n", x->usual_gap_steps,
                             x->usual_gap_steps == 1 ? "" : "s");

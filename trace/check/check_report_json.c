@@ -173,11 +173,16 @@ static void json_finding(FILE *f, const vt__snapshot_data *s, const vt__check_fi
     fprintf(f, ",\"stack\":");
     json_stack(f, s, x->last_use_stack);
     fprintf(f, ",\"before_window\":%s", x->last_use_before_window ? "true" : "false");
-    fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64
-               ",\"steps_unused\":%u,\"lingering_from\":{\"seq\":%" PRIu64
+    fprintf(f, "},\"uses\":%u,\"usual_gap_steps\":%u,\"usual_gap_ns\":%" PRIu64,
+            x->nuses, x->usual_gap_steps, x->usual_gap_ns);
+    if (x->sampled_grace_steps)
+        fprintf(f, ",\"drawn\":{\"mean_gap_steps\":%.3f,\"grace_steps\":%u}",
+                x->sampled_mean_gap, x->sampled_grace_steps);
+    else
+        fprintf(f, ",\"drawn\":null");
+    fprintf(f, ",\"steps_unused\":%u,\"lingering_from\":{\"seq\":%" PRIu64
                ",\"time_ns\":%" PRIu64 "},\"freed\":",
-            x->nuses, x->usual_gap_steps, x->usual_gap_ns, x->steps_unused,
-            x->linger_from_seq, x->linger_from_time_ns);
+            x->steps_unused, x->linger_from_seq, x->linger_from_time_ns);
     if (x->freed) {
         fprintf(f, "{\"seq\":%" PRIu64 ",\"time_ns\":%" PRIu64 ",\"stack\":", x->free_seq,
                 x->free_time_ns);
