@@ -243,6 +243,48 @@ TEST(native_findings_in_a_list_of_causes_are_shown_by_their_call_site)
     synth_fini(&y);
 }
 
+/* A replay memory's blocks without tensors (plain `run`): each of 60 steps
+ * allocates a transition at one line and frees the one 16 pushes older (a
+ * deque with a capacity), besides a step's temporary. variant 1: every
+ * fifth transition is also kept in a list, never freed. */
+static void window_kept(synth *y, int variant)
+{
+    synth_init(y);
+    uint32_t s_push = synth_stack(y, "observe", "main", NULL);
+    uint32_t s_act = synth_stack(y, "activations", "train_step", "main", NULL);
+    synth_alloc(y, W_ADDR, 4 * MiB, synth_stack(y, "init_weights", "main", NULL));
+    for (int i = 1; i <= 60; i++) {
+        synth_step_mark(y, i);
+        uint64_t a = 0x7f1000000000ull + (uint64_t)i * 0x10000000ull;
+        synth_alloc(y, a, 2 * MiB, s_act);
+        synth_free(y, a);
+        synth_alloc(y, 0x7fc000000000ull + (uint64_t)i * 0x100000ull, 64 * 1024, s_push);
+        int old = i - 16;
+        if (old >= 1 && !(variant && old % 5 == 0))
+            synth_free(y, 0x7fc000000000ull + (uint64_t)old * 0x100000ull);
+    }
+}
+
+TEST(a_call_site_keeping_a_window_of_its_blocks_is_not_never_freed)
+{
+    /* The transitions alive at the end are the 16 youngest, each freed once
+     * 16 younger ones come, as 44 were (plain run on the DQN tutorial with a
+     * full memory: "never freed, allocated step after step") */
+    assert_shape_is_clean(window_kept, 0);
+}
+
+TEST(a_window_that_also_keeps_some_of_its_blocks_is_never_freed)
+{
+    synth y;
+    vt__check_report *r = check_shape(&y, window_kept, 1);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
+    /* 8 kept (5, 10, .. 40: every fifth evicted) and the window's 16 but
+     * step 60's, made after the last mark */
+    ASSERT_EQ(f->nallocs, 8 + 15);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST(native_fixed_is_clean)
 {
     assert_shape_is_clean(native, NATIVE_LEAK_FIXED | NATIVE_OUTLIER_FIXED);

@@ -9,10 +9,10 @@ made and then whenever a draw picks it, and wait between draws and after the
 last one until the deque evicts them: no leak (`check` once flagged every
 transition as lingering). The environment is a pole on a cart of a few lines
 (gymnasium's CartPole-v1 equations), no gymnasium needed; its state is seen
-through 512 random Fourier features (2 KiB a state, where the tutorial's 4
+through 2048 random Fourier features (8 KiB a state, where the tutorial's 4
 numbers would keep a leak of them under `check`'s floor of minor findings).
 
-``fixed``: the memory holds 100 transitions, full after the first 100 steps.
+``fixed``: the memory holds 64 transitions, full after the first 64 steps.
 ``leak``: every transition is also appended to ``seen`` (kept "for
 statistics"), so an evicted one stays alive, never drawn again.
 Prints "transitions N" last."""
@@ -28,7 +28,10 @@ import torch
 from torch import nn
 
 Transition = namedtuple("Transition", "state action next_state reward")
-STEPS, CAPACITY, BATCH, FEATURES = 250, 100, 32, 512
+STEPS, CAPACITY, BATCH, FEATURES = 250, 64, 32, 2048
+# the script's globals, as the tutorial's: alive when the run ends
+memory = deque(maxlen=CAPACITY)
+seen = []
 
 
 class CartPole:
@@ -67,8 +70,6 @@ def main(leak: bool) -> int:
     policy, target = q_network(), q_network()
     target.load_state_dict(policy.state_dict())
     opt = torch.optim.AdamW(policy.parameters(), lr=3e-4, amsgrad=True)
-    memory = deque(maxlen=CAPACITY)
-    seen = []
 
     project = torch.randn(4, FEATURES) * 2
     phase = torch.rand(FEATURES) * 6.283

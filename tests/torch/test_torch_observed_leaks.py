@@ -353,6 +353,26 @@ def test_results_kept_on_purpose_are_minor_and_a_kept_graph_is_not(track, tmp_pa
                          r"→ tensor 'loss = ", text), text[:4000]
 
 
+DQN_REPLAY = os.path.join(HERE, "dqn_replay.py")
+
+
+def test_a_replay_memory_is_not_memory_never_freed(tmp_path):
+    """PyTorch's DQN tutorial keeps its transitions in a deque with a
+    capacity: once full, each step's new transition evicts the oldest. In
+    the blocks alone (plain run), the transitions alive at the end were
+    "never freed, allocated step after step" by their line, though the
+    line frees each once enough younger ones came (a window: check_native.c).
+    The fixed twin is clean; the leak, keeping every transition in a list
+    besides, is found at the line that made them. (Under --track:
+    test_torch_observed_track.py.)"""
+    reports = _checked_twins(tmp_path, DQN_REPLAY, False, "transitions")
+    _, (rc, text) = reports["fixed"]
+    assert rc == 0, text[:4000]
+    _, (rc, text) = reports["leak"]
+    assert rc == 1, text[:4000]
+    assert re.search(r"allocated at observe \(\S*dqn_replay\.py:\d+\)", text), text[:4000]
+
+
 EVAL_KEEP = os.path.join(HERE, "eval_keep.py")
 EVAL_MODEL_LINE = next(i for i, line in enumerate(open(EVAL_KEEP), 1) if "# MODEL_LINE" in line)
 

@@ -518,8 +518,8 @@ def test_a_replay_memorys_transitions_drawn_at_random_are_no_leak(tmp_path):
     assert re.search(r"\d+ × \[linger\] [^\n]*\n"
                      r"     tensor 'return seen_as\.to\(\"cuda\"\)\.unsqueeze\(0\) "
                      r"\(dqn_replay\.py:\d+\)'[^\n]*\n"
-                     r"     held by: frame local 'seen' in main dqn_replay\.py:\d+ → list\[\*\] "
-                     r"→ Transition\[\*\]", text), text[:4000]
+                     r"     held by: module __main__\.seen → list\[\*\] → Transition\[\*\]",
+                     text), text[:4000]
     assert "drawn from at random" in text, text[:4000]
 
 

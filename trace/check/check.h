@@ -86,7 +86,10 @@
  *   vt__check_options.rules: the automatic choice does not run it on a trace
  *   without marks, rules_need_steps says so). That is the signature of a
  *   call site that accumulates memory step after step; one-time setup
- *   (weights, lazily created optimizer state: all in one step) is not flagged.
+ *   (weights, lazily created optimizer state: all in one step) is not flagged,
+ *   nor a site that keeps a window of its allocations (a replay memory, a
+ *   queue: VT_CHECK_WINDOW_MIN_FREED of them freed after living a step or
+ *   more, none alive at the end older than the longest of those lived).
  * VT_CHECK_RULE_OUTLIER (native trace): per call site, the allocations that
  *   stayed alive through at least one complete step (without marks: longer
  *   than max(1 s, 10 x the median lifetime of their siblings)) while at least
@@ -250,6 +253,11 @@ struct vt__event_stream;
 #define VT_CHECK_SAMPLED_MIN_GAPS 3
 #define VT_CHECK_SAMPLED_MIN_STORAGES 4
 #define VT_CHECK_SAMPLED_CHANCE 1e-6
+/* NEVER-FREED: a call site that freed this many of its allocations after
+ * they lived a complete step (a second without marks) keeps a window of
+ * them, when none alive at the end is older than the longest of those
+ * lived (a replay memory, a queue: check_native.c) */
+#define VT_CHECK_WINDOW_MIN_FREED 4
 /* PINNED: default share of the storage its live views must cover. */
 #define VT_CHECK_PINNED_RATIO 0.5
 /* TAPE: share of its step's events (percent) a storage must stay alive after its

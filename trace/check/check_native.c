@@ -37,6 +37,47 @@ static size_t older_members(ck_model *m, const ck_key *old, size_t nold, uint32_
     return k;
 }
 
+/* Whether call site `site` (ns storages, in allocation order) keeps a
+ * window of its allocations: its older ones were freed after living a
+ * while (a complete step at least: VT_CHECK_WINDOW_MIN_FREED of them), and
+ * none of those alive at the end (grp, ng) is older than the longest of
+ * them lived. A replay memory (a deque with a capacity: the DQN tutorial's
+ * transitions), a cache of the last N, a queue: each allocation is freed
+ * once N younger ones came, and those alive at the end are the youngest N,
+ * freed later. NEVER-FREED took them for memory accumulated step after step
+ * (plain `run` on the DQN tutorial: 3 findings with a full memory of 300).
+ * A leak through such a site too (a transition also kept in a list) leaves
+ * allocations older than any the window freed: still flagged. In steps
+ * with marks, else in time. */
+static int keeps_a_window(const ck_model *m, const uint32_t *site, size_t ns,
+                          const uint32_t *grp, size_t ng)
+{
+    size_t nfreed = 0;
+    uint64_t longest = 0;
+    for (size_t k = 0; k < ns; k++) {
+        const ck_storage *st = &m->st[site[k]];
+        if (!st->freed)
+            continue;
+        uint64_t lived = m->nmarks ? vt__ck_step_of(m, st->free_seq) - vt__ck_step_of(m, st->alloc_seq)
+                                   : st->free_time - st->alloc_time;
+        if (m->nmarks ? lived < 2 : lived < VT_CHECK_TIME_MIN_NS)
+            continue;   /* a temporary of its step (or second), not a window's */
+        nfreed++;
+        if (lived > longest)
+            longest = lived;
+    }
+    if (nfreed < VT_CHECK_WINDOW_MIN_FREED)
+        return 0;
+    for (size_t k = 0; k < ng; k++) {
+        const ck_storage *st = &m->st[grp[k]];
+        uint64_t age = m->nmarks ? m->nmarks - vt__ck_step_of(m, st->alloc_seq)
+                                 : m->end_time - st->alloc_time;
+        if (age > longest)
+            return 0;
+    }
+    return 1;
+}
+
 vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned rule,
                                       const uint32_t *idx, size_t n, size_t nbefore,
                                       const uint64_t *linger_start, uint64_t from_seq,
@@ -307,6 +348,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                                       (marked || vt__ck_freed_between(m, tmin, tmax))
                                 : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin &&
                                    vt__ck_freed_between(m, tmin, tmax));
+            hit = hit && !keeps_a_window(m, site, ns, grp, ng);
             if (hit) {
                 for (size_t k = 0; k < ng; k++)
                     lstart[k] = m->st[grp[k]].alloc_time;
