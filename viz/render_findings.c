@@ -149,6 +149,10 @@ void vt__viz_add_check_finding(struct render *r, const vt__check_finding *f, uin
         if (f->steps_unused)
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %u complete step%s unused after it",
                      f->steps_unused, f->steps_unused == 1 ? "" : "s");
+        if (f->rule == VT_CHECK_RULE_LINGER && f->sampled_grace_steps)   /* a replay buffer's */
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                     "; its line's tensors are drawn from at random: grace %u steps",
+                     f->sampled_grace_steps);
         if (f->rule == VT_CHECK_RULE_LINGER && f->nviews_live) {   /* its kept part */
             char cb[32];
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg),

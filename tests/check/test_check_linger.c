@@ -663,6 +663,15 @@ TEST(a_replay_buffers_entries_kept_past_their_eviction_are_flagged)
         ASSERT_GE(f->steps_unused, grace);
         ASSERT(strstr(path_text(f, 0), "module __main__.all_transitions") != NULL);
     }
+    /* said in the text and the JSON */
+    char want_text[128], want_json[128];
+    snprintf(want_text, sizeof want_text, "(its line's tensors are drawn from at random, as a "
+             "replay buffer's: 1 step in %.1f lately, grace %u steps)",
+             r->findings[0].sampled_mean_gap, grace);
+    snprintf(want_json, sizeof want_json, "\"drawn\":{\"mean_gap_steps\":%.3f,\"grace_steps\":%u}",
+             r->findings[0].sampled_mean_gap, grace);
+    assert_rendered_says_each(r, &y, 0, (const char *const[]){ want_text, NULL });
+    assert_rendered_says_each(r, &y, 1, (const char *const[]){ want_json, NULL });
     vt__check_report_free(r);
     synth_fini(&y);
 }
