@@ -187,8 +187,8 @@
  * VT_CHECK_RULE_GROWTH (marks: at least VT_CHECK_GROWTH_MIN_MARKS): a call
  *   site (allocation stack) whose live bytes grow step over step. Its series
  *   is the bytes of its storages alive at each mark (a step's end), counting
- *   only storages no other rule flagged (LINGER, CYCLE, NEVER-FREED and
- *   OUTLIER run first: one finding per storage), so it adds what they cannot
+ *   only storages no other rule flagged (LINGER, PINNED, CYCLE, NEVER-FREED
+ *   and OUTLIER run first: one finding per storage), so it adds what they cannot
  *   see: a buffer reallocated larger every step, a cache that grows and is
  *   freed only at the end. The series is judged by vt__check_growth_fit
  *   (below): warm-up marks skipped, a robust slope, a floor that rises.

@@ -91,7 +91,8 @@ int vt__check_growth_fit(const uint64_t *v, size_t n, vt__check_growth *out)
 
 int vt__ck_growth_counts(const ck_storage *st)
 {
-    return !(st->implicit || st->fate_unknown || st->claimed || st->lingered || st->gc_freed);
+    return !(st->implicit || st->fate_unknown || st->claimed || st->lingered || st->pinned ||
+             st->gc_freed);
 }
 
 int vt__ck_growth_counts_by_time(const ck_storage *st)
@@ -321,14 +322,16 @@ static int used_again_while_growing(const ck_model *m, const span *sp, size_t s0
     return n && 2 * again >= n;
 }
 
-/* Whether LINGER flagged a storage of call site `stack`: its growth is that
- * leak seen again (its newest storages, within their grace, are what is
- * left to grow), not a cause of its own. A scan of the model, made only for
- * a site that grows. */
-static int site_lingers(const ck_model *m, uint32_t stack)
+/* Whether LINGER or PINNED flagged a storage of call site `stack`: its
+ * growth is that leak seen again (its newest storages, within their grace,
+ * are what is left to grow), not a cause of its own (a list of each step's
+ * detached F.mse_loss, whose 4-byte scalar keeps the unreduced errors: its
+ * storages pinned, and the site growing by them, 102 MiB said of 60). A
+ * scan of the model, made only for a site that grows. */
+static int site_flagged(const ck_model *m, uint32_t stack)
 {
     for (size_t i = 0; i < m->nst; i++)
-        if (m->st[i].lingered && m->st[i].alloc_stack == stack)
+        if ((m->st[i].lingered || m->st[i].pinned) && m->st[i].alloc_stack == stack)
             return 1;
     return 0;
 }
@@ -437,7 +440,7 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
             grown--;
         if (m->ntensors && !(m->rules_asked & VT_CHECK_RULE_GROWTH) &&
             (!used_again_while_growing(m, sp, x->s0, x->s1, &g, grown) ||
-             site_lingers(m, x->stack)))
+             site_flagged(m, x->stack)))
             continue;
         /* A loop frees what it used among the allocations that grew: a
          * burst of allocations alone is a model's weights moved to the

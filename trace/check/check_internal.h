@@ -69,6 +69,7 @@ typedef struct ck_storage {
     uint8_t claimed;        /* already part of a native finding */
     uint8_t lingered;       /* flagged by LINGER (PINNED stops at its last use) */
     uint8_t gc_freed;       /* flagged by CYCLE (LINGER skips it) */
+    uint8_t pinned;         /* flagged by PINNED (GROWTH counts it no more) */
     uint8_t ignore_counted; /* already counted in nignored */
     uint8_t fate_unknown;   /* no free among the kept events, yet not alive at the end
                                (trace/liveness.h): freed in a gap or after the copy;

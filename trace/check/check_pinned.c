@@ -226,6 +226,7 @@ static int pin_interval(pin_run *pr, uint64_t s_seq, uint64_t s_time, uint64_t u
     vt__check_finding *f = vt__ck_add_finding(pr->fs, pr->sti);
     if (!f)
         return -ENOMEM;
+    m->st[pr->sti].pinned = 1;   /* one finding a storage: GROWTH leaves it out */
     vt__ck_fill_storage(f, m, st);
     const ck_node *own = &m->nodes[st->owner];
     f->rule = VT_CHECK_RULE_PINNED;
