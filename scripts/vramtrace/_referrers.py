@@ -431,12 +431,16 @@ class _Locals:
             if self.nested_left < len(value):
                 return
             self.nested_left -= len(value)
+        try:   # (another thread's append to a deque meanwhile: read it next time)
+            items = list(value.values() if isinstance(value, dict) else value)
+        except RuntimeError:
+            return
         self.containers[id(value)] = value
-        for item in list(value.values() if isinstance(value, dict) else value):
+        for item in items:
             self.in_container.setdefault(id(item), []).append(id(value))
             if nested:
                 self._contents(item, depth + 1)
-        del item
+        del item, items
 
     def _scan_namespace(self, namespace: Dict[str, Any]) -> None:
         name = namespace.get("__name__")

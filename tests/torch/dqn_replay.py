@@ -7,7 +7,8 @@ concatenates them, takes one optimizer step, and moves the target network a
 little toward the policy network. A transition's tensors are used when it is
 made and then whenever a draw picks it, and wait between draws and after the
 last one until the deque evicts them: no leak (`check` once flagged every
-transition as lingering). The environment is a pole on a cart of a few lines
+transition as lingering under `run --track`, and the full memory's blocks as
+never freed under `run`). The environment is a pole on a cart of a few lines
 (gymnasium's CartPole-v1 equations), no gymnasium needed; its state is seen
 through 2048 random Fourier features (8 KiB a state, where the tutorial's 4
 numbers would keep a leak of them under `check`'s floor of minor findings).
