@@ -190,7 +190,11 @@
  *   only storages no other rule flagged (LINGER, PINNED, CYCLE, NEVER-FREED
  *   and OUTLIER run first: one finding per storage), so it adds what they cannot
  *   see: a buffer reallocated larger every step, a cache that grows and is
- *   freed only at the end. The series is judged by vt__check_growth_fit
+ *   freed only at the end. Where the ring overwrote the run's start, a
+ *   storage made before the window and freed in it (no allocation stack)
+ *   counts with the site whose storages in the window have a tensor made
+ *   at the stack its tensor, declared again, was made at (a full replay
+ *   memory: those made before the window are evicted as the window's come). The series is judged by vt__check_growth_fit
  *   (below): warm-up marks skipped, a robust slope, a floor that rises.
  *   One finding per site: bytes is the growth over the judged marks, nallocs
  *   its storages alive at the last judged mark, growth_* the figures;

@@ -119,6 +119,8 @@ typedef struct ck_node {
     uint32_t next_bound;    /* next tensor bound to the same storage */
     uint64_t addr, nbytes;  /* tensor: data_ptr and nbytes of its TENSOR_NEW */
     uint64_t new_seq, new_time;   /* tensor: its TENSOR_NEW */
+    uint32_t made_stack;    /* tensor: its TENSOR_NEW's stack (where it was made; a
+                               declaration again says it too) */
     uint64_t drop_seq, drop_time; /* tensor: its first TENSOR_DROP */
     uint8_t dropped;        /* tensor: drop_seq is valid */
     uint8_t implicit;       /* made for an id a REF named before any NEW: a holder, or

@@ -93,6 +93,7 @@ static int bind_tensor(ck_model *m, const vt__event *e, uint32_t *out)
     n->nbytes = e->size;
     n->new_seq = e->seq;
     n->new_time = e->time_ns;
+    n->made_stack = e->stack;
     if (e->addr) {
         uint32_t st = vt__ck_live_containing(m, e->addr);
         if (st == CK_NONE) {
@@ -184,6 +185,7 @@ int vt__ck_seed_declared_again(ck_model *m)
         uint32_t x;
         vt__event *a = &again[i];
         uint64_t rest = a->stream;
+        uint32_t made = a->stack;
         a->seq = first_seq;
         a->time_ns = first_time;
         a->stack = 0;   /* the use standing for its last one: where, unknown */
@@ -191,6 +193,7 @@ int vt__ck_seed_declared_again(ck_model *m)
             rc = -ENOMEM;
             break;
         }
+        m->nodes[x].made_stack = made;   /* what GROWTH groups a stackless storage by */
         uint32_t st = m->nodes[x].storage;
         if (VT_TENSOR_BASE(a->aux2) == VT_TENSOR_SAVED_ONLY || st == CK_NONE)
             continue;
