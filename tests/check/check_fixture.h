@@ -153,6 +153,15 @@ static inline const vt__check_finding *only_finding_of(const vt__check_report *r
     return f;
 }
 
+/* How many of the report's findings `rule` made. */
+static inline size_t findings_of(const vt__check_report *r, unsigned rule)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nfindings; i++)
+        n += r->findings[i].rule == rule;
+    return n;
+}
+
 /* The report has exactly one finding, on `addr`, of `bytes`: return it. */
 static inline const vt__check_finding *the_finding(const vt__check_report *r, uint64_t addr,
                                                   uint64_t bytes)

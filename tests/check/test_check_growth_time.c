@@ -209,9 +209,7 @@ TEST(a_cache_filled_and_emptied_per_request_is_no_growth_at_drifting_window_ends
         synth_fini(&y);
         requests(&y, 1);
         r = check_keep(&y, keep_records);
-        size_t growth = 0;
-        for (size_t i = 0; i < r->nfindings; i++)
-            growth += r->findings[i].rule == VT_CHECK_RULE_GROWTH;
+        size_t growth = findings_of(r, VT_CHECK_RULE_GROWTH);
         ASSERT_MSG(growth == 1, "keep_records %d: %zu growth findings", keep_records, growth);
         vt__check_report_free(r);
         synth_fini(&y);

@@ -13,7 +13,6 @@
  * the storages plus O(marks) per site that outlives a step.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,15 +277,15 @@ static uint32_t site_of_storage(const ck_model *m, const ck_storage *st,
 
 /* The storages GROWTH judges in the model, each with the step ends it is
  * alive at, [a, b) (marks; by time, window ends: the device blocks that a
- * retired storage would have been counted with), by call site; how many,
- * or -1 out of memory. */
-static ptrdiff_t judged_spans(ck_model *m, const vt__check_options *opt, vt__check_report *r,
-                              span *sp)
+ * retired storage would have been counted with), by call site; how many in
+ * *count. 0 or -ENOMEM. */
+static int judged_spans(ck_model *m, const vt__check_options *opt, vt__check_report *r,
+                        span *sp, size_t *count)
 {
     vt__u64map by_made = {0};
     if (sites_by_made_stack(m, &by_made) < 0) {
         vt__u64map_free(&by_made);
-        return -1;
+        return -ENOMEM;
     }
     size_t n = 0, nm = m->nmarks;
     for (size_t i = 0; i < m->nst; i++) {
@@ -317,7 +316,8 @@ static ptrdiff_t judged_spans(ck_model *m, const vt__check_options *opt, vt__che
     vt__u64map_free(&by_made);
     if (n)
         qsort(sp, n, sizeof *sp, cmp_span);
-    return (ptrdiff_t)n;
+    *count = n;
+    return 0;
 }
 
 /* A site by time: its stack, its retired storages' windows (NULL: none),
@@ -432,12 +432,9 @@ static int rule_growth_by_time(ck_model *m, const vt__check_options *opt, ck_fin
         rc = -ENOMEM;
         goto out;
     }
-    ptrdiff_t got = judged_spans(m, opt, r, sp);
-    if (got < 0) {
-        rc = -ENOMEM;
+    size_t n, nts = 0;
+    if ((rc = judged_spans(m, opt, r, sp, &n)) < 0)
         goto out;
-    }
-    size_t n = (size_t)got, nts = 0;
     for (size_t s0 = 0; s0 < n;) {
         size_t s1 = s0;
         while (s1 < n && sp[s1].stack == sp[s0].stack)
@@ -566,12 +563,9 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
         rc = -ENOMEM;
         goto out;
     }
-    ptrdiff_t got = judged_spans(m, opt, r, sp);
-    if (got < 0) {
-        rc = -ENOMEM;
+    size_t n;
+    if ((rc = judged_spans(m, opt, r, sp, &n)) < 0)
         goto out;
-    }
-    size_t n = (size_t)got;
     for (size_t s0 = 0; s0 < n && !rc;) {
         size_t s1 = s0;
         while (s1 < n && sp[s1].stack == sp[s0].stack)
