@@ -505,8 +505,9 @@ def walk_running_frames(starts: Dict[NodeKey, Any],
                         items: int = _FRAME_WALK_ITEMS) -> WalkResult:
     """The holders of ``starts`` among the running frames alone, with no
     heap pass: a local of a running function or a global of a module whose
-    top level runs (a script's), or an item of a tuple, list or dict one of
-    them holds (``items`` of each at most). A partial answer: nothing is
+    top level runs (a script's), or an item of a tuple, list, dict or deque
+    one of them holds (``items`` of each at most), or of one such container
+    in another, _FRAME_WALK_NESTING deep (_Locals). A partial answer: nothing is
     expanded (``WalkResult.expanded`` is empty), so it retracts nothing a
     walk found."""
     _gc_hold.program_read()

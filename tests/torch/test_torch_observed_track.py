@@ -523,6 +523,23 @@ def test_a_replay_memorys_transitions_drawn_at_random_are_no_leak(tmp_path):
     assert "drawn from at random" in text, text[:4000]
 
 
+def test_a_full_replay_memory_in_a_run_longer_than_the_ring_is_no_growth(tmp_path):
+    """The fixed twin of dqn_replay.py in a ring of 4 MiB (the run's first
+    four fifths overwritten): the transitions made before the window are
+    evicted in it by frees whose ALLOC is gone (no allocation stack), and the
+    line seemed to hold only the window's, growing ("1 finding, 264 KiB", a
+    growth). Counted with their line by where the tracker's declarations say
+    their tensors were made (check_growth.c), the full memory is clean."""
+    snap = str(tmp_path / "wrapped.vtsnap")
+    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "--conf", "ring:4MiB",
+                   "-o", snap, "--", sys.executable, os.path.join(HERE, "dqn_replay.py"),
+                   "fixed"])
+    assert rc == 0 and "transitions" in out and "the ring is full" in out, out[-3000:]
+    rc, text = run([CLI, "check", snap])
+    assert "window: the ring overwrote the run's first" in text, text[:4000]
+    assert rc == 0, text[:4000]
+
+
 def test_rows_of_each_batchs_output_kept_pin_the_whole_outputs(tmp_path):
     """``kept.append(out[:, 0])``: the row keeps its batch's whole output
     through its ``_base``, which PyTorch keeps alive with its Python object

@@ -26,8 +26,9 @@ class _FrameWalks:
         """At a mark whose credit pays no walk: the holders of the stale
         tensors no walk has seen among the running frames alone (a local of
         a running function or a global of a script's top level, or an item
-        of a list, tuple or dict one of them holds: _referrers.
-        walk_running_frames), for the price of reading the frames, no heap
+        of a list, tuple, dict or deque one of them holds, and of such a
+        container in another: _referrers.walk_running_frames), for the
+        price of reading the frames, no heap
         pass. A short program's credit pays a walk or two: its later leaks
         (each evaluation's outputs kept in a list, a local of main()) were
         found with no holder at all. What it finds is added to what the
