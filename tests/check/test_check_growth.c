@@ -364,6 +364,63 @@ TEST(a_full_fifo_in_a_ring_that_overwrote_its_start_is_no_growth)
     synth_fini(&y);
 }
 
+/* The same memory under plain run: no tensors, so nothing was declared
+ * again. A transition is a state and an action, each a block of its own
+ * line, evicted together at `memory.append` (the free events carry the
+ * size asked for and that stack, as PyTorch's observed pool reports them);
+ * 32 of them full when the window (48 steps) begins. variant 1: the
+ * window's transitions are never evicted (a leak), those from before it
+ * are. */
+static void wrapped_fifo_plain(synth *y, int variant)
+{
+    synth_init(y);
+    uint32_t st_state = synth_stack(y, "observe", "main", NULL);
+    uint32_t st_action = synth_stack(y, "select_action", "main", NULL);
+    uint32_t st_evict = synth_stack(y, "push", "main", NULL);
+    const int cap = 32, steps = 48;
+    const uint64_t size = 16 * 1024, old = 0x7f6000000000ull, fresh = 0x7f8000000000ull;
+    int next_old = 0, next_fresh = 1;   /* the oldest of each, evicted first */
+    for (int i = 1; i <= steps; i++) {
+        synth_step_mark(y, i);
+        uint64_t a = fresh + (uint64_t)i * 0x1000000ull;
+        synth_alloc(y, a, size, st_state);
+        synth_alloc(y, a + 0x800000ull, size, st_action);
+        uint64_t gone;
+        if (next_old < cap)
+            gone = old + (uint64_t)next_old++ * 0x1000000ull;
+        else if (!variant)
+            gone = fresh + (uint64_t)next_fresh++ * 0x1000000ull;
+        else
+            continue;
+        SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = gone, .size = size, .stack = st_evict);
+        SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = gone + 0x800000ull, .size = size,
+                 .stack = st_evict);
+    }
+    synth_lost_start(y, st_state, 0, old, size);
+}
+
+TEST(a_full_fifo_in_a_ring_that_overwrote_its_start_is_no_growth_under_plain_run)
+{
+    /* Without tensors the frees from before the window say only their size
+     * and where they were freed: the window's own storages of that size
+     * freed there are the state's and the action's, half each, and the
+     * stackless ones are dealt to them so (the DQN loop under plain run in
+     * a ring of 8 MiB: 3 growth lines). */
+    synth y;
+    wrapped_fifo_plain(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+    /* evicting none of the window's, both lines keep every block they
+     * made (never freed, which GROWTH leaves to that rule) */
+    wrapped_fifo_plain(&y, 1);
+    r = check(&y, NULL);
+    ASSERT_EQ(findings_of(r, VT_CHECK_RULE_NEVER_FREED), 2);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* A stack whose innermost frame is native function `op` (its own frame)
  * called from the program's line train.py:40. */
 static uint32_t op_under_line(synth *y, const char *op)

@@ -230,51 +230,6 @@ static int marks_finding(ck_model *m, ck_findings *fs, const span *sp, size_t n,
                         blocks_alive_at(m, sp, n, g->last) - blocks_alive_at(m, sp, n, g->first));
 }
 
-/* Where the ring overwrote the run's start, a storage made before the
- * window and freed in it has no allocation stack (its ALLOC is gone), though
- * the tracker declared its tensor again with the stack that made it. Its
- * call site is then the one whose storages in the window have an owner made
- * at that stack: a replay memory's transitions made in the window grew while
- * those made before it were evicted unseen, and a full memory read as
- * growth (the DQN tutorial under run --track, 2.7M events in a ring of 1M:
- * 4 findings, "grows 15 B per step"). by_made: made stack -> call site, only
- * for a ring that overwrote some; 0 where none is known. */
-static int sites_by_made_stack(const ck_model *m, vt__u64map *by_made)
-{
-    if (!m->s->meta.events_overwritten || !m->ntensors)
-        return 0;
-    if (vt__u64map_init(by_made, 64) < 0)
-        return -ENOMEM;
-    for (size_t i = 0; i < m->nst; i++) {
-        const ck_storage *st = &m->st[i];
-        if (!st->alloc_stack)
-            continue;
-        /* each of its tensors' (a kept view's: `.indices.view(1, 1)`,
-         * whose base, the owner, is gone from a storage made before) */
-        for (uint32_t t = st->first_tensor; t != CK_NONE; t = m->nodes[t].next_bound) {
-            uint32_t made = m->nodes[t].made_stack;
-            if (made && vt__u64map_get(by_made, made) == VT__U64MAP_NONE &&
-                vt__u64map_put(by_made, made, st->alloc_stack) < 0)
-                return -ENOMEM;
-        }
-    }
-    return 0;
-}
-
-static uint32_t site_of_storage(const ck_model *m, const ck_storage *st,
-                                const vt__u64map *by_made)
-{
-    if (st->alloc_stack || !st->before_window)
-        return st->alloc_stack;
-    for (uint32_t t = st->first_tensor; t != CK_NONE; t = m->nodes[t].next_bound) {
-        uint32_t site = m->nodes[t].made_stack ? vt__u64map_get(by_made, m->nodes[t].made_stack)
-                                               : VT__U64MAP_NONE;
-        if (site != VT__U64MAP_NONE)
-            return site;
-    }
-    return 0;
-}
-
 /* The storages GROWTH judges in the model, each with the step ends it is
  * alive at, [a, b) (marks; by time, window ends: the device blocks that a
  * retired storage would have been counted with), by call site; how many in
@@ -282,11 +237,10 @@ static uint32_t site_of_storage(const ck_model *m, const ck_storage *st,
 static int judged_spans(ck_model *m, const vt__check_options *opt, vt__check_report *r,
                         span *sp, size_t *count)
 {
-    vt__u64map by_made = {0};
-    if (sites_by_made_stack(m, &by_made) < 0) {
-        vt__u64map_free(&by_made);
+    /* a stackless storage's site (check_window_sites.c) */
+    ck_window_sites ws;
+    if (vt__ck_window_sites_init(m, &ws) < 0)
         return -ENOMEM;
-    }
     size_t n = 0, nm = m->nmarks;
     for (size_t i = 0; i < m->nst; i++) {
         ck_storage *st = &m->st[i];
@@ -311,9 +265,9 @@ static int judged_spans(ck_model *m, const vt__check_options *opt, vt__check_rep
             st->ignore_counted = 1;
             continue;
         }
-        sp[n++] = (span){ site_of_storage(m, st, &by_made), (uint32_t)i, (uint32_t)a, (uint32_t)b };
+        sp[n++] = (span){ vt__ck_window_site_of(m, st, &ws), (uint32_t)i, (uint32_t)a, (uint32_t)b };
     }
-    vt__u64map_free(&by_made);
+    vt__ck_window_sites_free(&ws);
     if (n)
         qsort(sp, n, sizeof *sp, cmp_span);
     *count = n;

@@ -16,6 +16,8 @@
  *   check_native.c  the NEVER-FREED and OUTLIER rules of native traces
  *   check_growth.c  the GROWTH rule: call sites growing step over step, and
  *                   vt__check_growth_fit
+ *   check_window_sites.c the call site of a storage made before the window
+ *                   and freed in it (no allocation stack), for GROWTH
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
  *   check_path_text.c a holder chain as one line, whole or folded
@@ -574,5 +576,26 @@ int vt__ck_older_alive(ck_model *m, ck_findings *fs);
  * then seq: what a finding of that stack may count besides its own.
  * @return how many. */
 size_t vt__ck_alive_before_window(const ck_model *m, ck_key *out);
+
+/* ------------------------------------------------------------------------ */
+/* check_window_sites.c                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* What places storages made before the window and freed in it at a call
+ * site: tensors' made stacks, and the window's storages by free stack and
+ * size. Zeroed: places none. */
+typedef struct ck_window_sites {
+    int on;                        /* the ring overwrote some, and some are stackless */
+    vt__u64map by_made;            /* made stack -> call site (with tensors) */
+    struct ck_freed_at *freed_at;  /* by (free stack, size, site) */
+    size_t nfreed_at;
+} ck_window_sites;
+/* @return 0 or -ENOMEM (ws zeroed). */
+int vt__ck_window_sites_init(const ck_model *m, ck_window_sites *ws);
+/* st's call site: its allocation stack, or for a stackless storage the one
+ * the evidence gives (0: none). Stateful: stackless storages sharing a
+ * free stack and size among several sites are dealt to them in turn. */
+uint32_t vt__ck_window_site_of(const ck_model *m, const ck_storage *st, ck_window_sites *ws);
+void vt__ck_window_sites_free(ck_window_sites *ws);
 
 #endif /* VT_TRACE_CHECK_INTERNAL_H */
