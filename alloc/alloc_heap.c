@@ -367,7 +367,7 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mo
         vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = h->device,
                   .stream = mode == VT_FREE_UNKNOWN_STREAM ? 0 : vt__trace_stream(key),
                   .addr = b->addr, .req_size = b->req_size, .size = b->size,
-                  .stack = stack);
+                  .stack = stack, .aux2 = b->stack);
         vt__uncached_free(h, b);
         return;
     }
@@ -383,7 +383,8 @@ static void free_block(vt__heap *h, vt__block *b, uint64_t key, enum vt__free_mo
     bool pending = unknown || b->nx > 0;
     vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = h->device,
               .stream = unknown ? 0 : vt__trace_stream(key), .addr = b->addr,
-              .req_size = b->req_size, .size = b->size, .stack = stack, .aux = pending);
+              .req_size = b->req_size, .size = b->size, .stack = stack, .aux = pending,
+              .aux2 = b->stack);   /* where it was made: format 1.12 */
     if (vt__likely(!pending)) {
         vt__stat_add(h->active_bytes, sp, -(int64_t)b->size);
         vt__stat_add(h->active, sp, -1);

@@ -25,7 +25,10 @@
  *                    legacy stream's: a replay needs to know which)
  *   FREE_REQUESTED   addr/size, stream = freeing stream (0 when unknown:
  *                    plain cudaFree), stack = free stack, aux = 1 if the
- *                    block must wait for events (pending) before reuse
+ *                    block must wait for events (pending) before reuse,
+ *                    aux2 (since 1.12) = the block's allocation stack (0:
+ *                    not known), so that a window whose ring overwrote the
+ *                    block's ALLOC still knows where it was made
  *   FREE_COMPLETED   addr/size: the block became reusable (pending events done)
  *   SEGMENT_ALLOC    addr/size of a backend allocation (cudaMalloc/cuMemAlloc)
  *                    aux = pool (VT_POOL_*)
@@ -291,6 +294,9 @@ enum vt_passthrough_call {
  *   declaration still knows it), which an older reader takes for a view of
  *   a tensor it does not know, made (and used) then: it then sees such a
  *   tensor used at its declaration, and a tensor it knew twice.
+ *   1.12 gives FREE_REQUESTED aux2 the block's allocation stack, which an
+ *   older reader ignores (it then knows a block made before the window,
+ *   freed in it, by its free alone, as before); in older files it is 0.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -430,7 +436,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 11
+#define VT_FORMAT_MINOR 12
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64

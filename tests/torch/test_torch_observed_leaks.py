@@ -373,23 +373,25 @@ def test_a_replay_memory_is_not_memory_never_freed(tmp_path):
     assert re.search(r"allocated at observe \(\S*dqn_replay\.py:\d+\)", text), text[:4000]
 
 
-def test_a_full_replay_memory_in_a_run_longer_than_the_ring_is_no_growth_under_plain_run(
-        tmp_path):
-    """dqn_replay.py's fixed twin under plain run in a ring of 2 MiB (half the
-    run's events overwritten): the transitions made before the window are
-    evicted in it by frees whose ALLOC is gone, so without tensors they have
-    no line, and the line seemed to hold only the window's, growing ("1
-    finding, 280 KiB"). Given to the line whose own storages of that size
-    were freed where they were (check_window_sites.c), the memory is clean.
-    (Under --track, the tracker's declarations say where they were made:
+def test_a_full_replay_memory_in_a_run_longer_than_the_ring_is_clean_under_plain_run(tmp_path):
+    """dqn_replay.py's fixed twin under plain run in rings of 2 MiB (113 of
+    its 250 steps kept) and 1 MiB (57 steps, shorter than its memory of 64):
+    the transitions made before the window are evicted in it by frees whose
+    ALLOC is gone. Without their allocation stack the line seemed to hold
+    only the window's: growing in the first ("1 finding, 280 KiB"), never
+    freed in the second, where the window evicts none of its own ("2
+    findings, 520 KiB"). Each free now names its block's allocation stack
+    (format 1.12): both are clean. (Under --track, the tracker's
+    declarations say where the tensors were made:
     test_torch_observed_track.py.)"""
-    snap = str(tmp_path / "wrapped.vtsnap")
-    rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--conf", "ring:2MiB", "-o", snap,
-                   "--", sys.executable, DQN_REPLAY, "fixed"])
-    assert rc == 0 and "transitions" in out and "the ring is full" in out, out[-3000:]
-    rc, text = run([CLI, "check", snap])
-    assert "window: the ring overwrote the run's first" in text, text[:4000]
-    assert rc == 0, text[:4000]
+    for ring in ("2MiB", "1MiB"):
+        snap = str(tmp_path / f"wrapped-{ring}.vtsnap")
+        rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--conf", f"ring:{ring}", "-o",
+                       snap, "--", sys.executable, DQN_REPLAY, "fixed"])
+        assert rc == 0 and "transitions" in out and "the ring is full" in out, out[-3000:]
+        rc, text = run([CLI, "check", snap])
+        assert "window: the ring overwrote the run's first" in text, text[:4000]
+        assert rc == 0, f"ring {ring}:\n{text[:4000]}"
 
 
 EVAL_KEEP = os.path.join(HERE, "eval_keep.py")

@@ -142,6 +142,10 @@ TEST(writer_refuses_inconsistent_snapshots)
     ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
     ASSERT_STR_CONTAINS(err, "does not tile");
     s->blocks[0].size += 1;
+    s->events[0].aux2 = s->nstack_nodes;   /* a free naming a stack it does not have */
+    ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
+    ASSERT_STR_CONTAINS(err, "names allocation stack");
+    s->events[0].aux2 = 0;
     s->events[4].seq = s->events[3].seq;
     ASSERT(vt__snapfile_encode(s, &d, &n, err, sizeof err) == -EINVAL);
     ASSERT_STR_CONTAINS(err, "strictly increase");

@@ -113,7 +113,7 @@ static inline struct snap_builder gen_begin(void)
  *    one 512 KiB block pending free (ALLOC seq 13, FREE_REQUESTED aux=1, seq
  *    15), rest inactive
  *  events (seq 10..): a FREE_REQUESTED of 1 MiB at 0x7000 (allocated before
- *  the window), MARK "step 1", SEGMENT_ALLOC B, ALLOC a2, ALLOC b1, STREAM_USE
+ *  the window at stack st_a, which the free names: format 1.12), MARK "step 1", SEGMENT_ALLOC B, ALLOC a2, ALLOC b1, STREAM_USE
  *  b1 on stream 0x99 (twice), FREE_REQUESTED b1 (pending), ALLOC+FREE of a
  *  1 MiB temporary at 0x10000000+12MiB, OOM, BAD_FREE, TENSOR_NEW.
  *
@@ -162,7 +162,7 @@ static inline vt__snapshot_data *gen_small(void)
     uint64_t t = 2000000000ull;
     vt__event *e;
     e = gen_ev(&g, VT_EV_FREE_REQUESTED, 10, t += 1000);
-    e->addr = 0x7000; e->size = 1 * MiB; e->stack = st_b; e->stream = S1;
+    e->addr = 0x7000; e->size = 1 * MiB; e->stack = st_b; e->stream = S1; e->aux2 = st_a;
     e = gen_ev(&g, VT_EV_MARK, 11, t += 1000);
     e->str = gen_str(&g, "step 1"); e->device = -1;
     /* renumber: seq must increase strictly; 11 taken by MARK */

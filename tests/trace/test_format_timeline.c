@@ -35,6 +35,9 @@ TEST(timeline_small_lifetimes_and_window)
     ASSERT_EQ(old->alloc_event, VT_TL_NONE);
     ASSERT_EQ(old->free_event, 0);
     ASSERT_EQ(old->size, 1 * MiB);
+    /* where it was made: the free names it (format 1.12) */
+    ASSERT_EQ(old->alloc_stack, s->events[0].aux2);
+    ASSERT(old->alloc_stack != 0);
 
     const vt__lifetime *a1 = at_addr(tl, 0x10000000, 0);  /* from the state only */
     ASSERT_EQ(a1->flags, VT_LT_BEFORE_WINDOW | VT_LT_FROM_STATE | VT_LT_ALIVE);

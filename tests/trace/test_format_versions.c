@@ -9,6 +9,15 @@
 #include "test_format_gen.h"
 #include "format_test_util.h"
 
+/* What a reader of a file older than 1.12 sees of `s`: no free names its
+ * block's allocation stack. */
+static void without_1_12_fields(vt__snapshot_data *s)
+{
+    for (size_t i = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_FREE_REQUESTED)
+            s->events[i].aux2 = 0;
+}
+
 /* What a reader of a file older than 1.2 sees of `s`. */
 static void without_1_2_fields(vt__snapshot_data *s)
 {
@@ -16,6 +25,29 @@ static void without_1_2_fields(vt__snapshot_data *s)
     for (size_t i = 0; i < s->ndevices; i++)
         s->devices[i].peak_allocated = s->devices[i].peak_reserved =
             s->devices[i].peak_active = 0;
+    without_1_12_fields(s);
+}
+
+/* format.h, 1.12: a free names its block's allocation stack (aux2); in a
+ * file of an older minor, whose frees' aux2 meant nothing, it is dropped. */
+TEST(a_frees_allocation_stack_is_read_from_1_12_on)
+{
+    vt__snapshot_data *s = gen_small();
+    ASSERT_EQ(s->events[0].kind, VT_EV_FREE_REQUESTED);
+    ASSERT(s->events[0].aux2 != 0);
+    struct raw_section secs[6];
+    unpack_snapshot(s, secs);
+    vt__snapshot_data *r = decode_repacked(secs, 6, 12);
+    ASSERT_EQ(r->events[0].aux2, s->events[0].aux2);
+    vt__snapshot_free(r);
+    r = decode_repacked(secs, 6, 11);
+    ASSERT_EQ(r->events[0].aux2, 0);
+    r->meta.format_version = VT_FORMAT_VERSION;
+    without_1_12_fields(s);
+    same_snapshot(s, r);
+    vt__snapshot_free(r);
+    free_sections(secs, 6);
+    vt__snapshot_free(s);
 }
 
 TEST(newer_minor_version_unknown_section_is_skipped)

@@ -2,9 +2,11 @@
  * trace/check/check_window_sites.c - the call site of a storage made before
  * the window and freed in it, for GROWTH.
  *
- * Where the ring overwrote a run's start, such a storage has no allocation
- * stack (its ALLOC is gone; the timeline gives it the free event's size and
- * stack). GROWTH judges a call site by its live bytes at every step end: a
+ * Where the ring overwrote a run's start, such a storage's ALLOC is gone;
+ * since format 1.12 its free names its allocation stack (the timeline sets
+ * it), and nothing here is needed. In an older file or an imported PyTorch
+ * snapshot it has none (the timeline gives it the free event's size and
+ * stack only). GROWTH judges a call site by its live bytes at every step end: a
  * FIFO (a replay memory, a prefetch queue) made in the window grows while
  * the entries made before it are evicted unseen, so a full memory in steady
  * state reads as growth. Such a storage is given back to its site by the
@@ -14,7 +16,7 @@
  *    it: the site whose storages in the window have tensors made there
  *    (the DQN tutorial under run --track, 2.7M events in a ring of 1M: 4
  *    growth findings, "grows 15 B per step", before this).
- *  - Under plain run (no tensors), its size and where it was freed: the
+ *  - Without tensors (plain run), its size and where it was freed: the
  *    window's own storages of that size freed at that stack are a site's
  *    (an eviction at `memory.append`). Several sites' storages freed there
  *    with that size (a transition's state, action and reward, evicted

@@ -133,8 +133,11 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
     case VT_EV_FREE_REQUESTED:
         /* aux 1: the block counts as active until its FREE_COMPLETED, which
          * the allocator reports when the streams that used it are done. */
+        /* aux2: where it was made (format 1.12), for a window whose ring
+         * overwrote its ALLOC (a replay memory's oldest entries, evicted) */
         vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = device, .stream = stream,
-                  .addr = addr, .size = size, .stack = vt__stack_capture_free(), .aux = 1);
+                  .addr = addr, .size = size, .stack = vt__stack_capture_free(), .aux = 1,
+                  .aux2 = vt__pool_state_block_stack(addr, NULL));
         vt__pool_state_free_requested(addr);
         return 0;
     case VT_EV_FREE_COMPLETED:

@@ -238,6 +238,9 @@ static int export_stacks(vt__snapshot_data *s, vt__strtab *st)
         uint32_t id = s->events[i].stack;
         truncated += (id & VT_STACK_TRUNCATED) != 0;
         s->events[i].stack = export_one(&x, id);
+        /* a free names its block's allocation stack too (format 1.12) */
+        if (s->events[i].kind == VT_EV_FREE_REQUESTED && s->events[i].aux2)
+            s->events[i].aux2 = export_one(&x, (uint32_t)s->events[i].aux2);
     }
     for (size_t i = 0; i < s->nblocks; i++)
         s->blocks[i].stack = export_one(&x, s->blocks[i].stack);

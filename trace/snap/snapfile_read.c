@@ -732,12 +732,19 @@ int vt__rd_event(struct rd *r, struct vt__evstate *st, vt__cur *col, const size_
     e->req_size = e->size - (uint64_t)vt__get_svarint(&col[VT_COL_REQ_SIZE]);
     uint64_t stack = vt__get_varint(&col[VT_COL_STACK]);
     e->aux = vt__get_varint(&col[VT_COL_AUX]);
+    size_t at_aux2 = base[VT_COL_AUX2] + vt__cur_off(&col[VT_COL_AUX2]);
     e->aux2 = vt__get_varint(&col[VT_COL_AUX2]);
     uint64_t str = vt__get_varint(&col[VT_COL_STR]);
     if (stack >= nn)
         return SFAIL(r, base[VT_COL_STACK] + vt__cur_off(&col[VT_COL_STACK]),
                      "event %zu (seq %llu) names stack %llu of %zu", i,
                      (unsigned long long)e->seq, (unsigned long long)stack, nn);
+    /* a free's allocation stack (format 1.12; meaningless before: 0) */
+    if (kind == VT_EV_FREE_REQUESTED && r->minor < 12)
+        e->aux2 = 0;
+    else if (kind == VT_EV_FREE_REQUESTED && e->aux2 >= nn)
+        return SFAIL(r, at_aux2, "event %zu (seq %llu) names allocation stack %llu of %zu", i,
+                     (unsigned long long)e->seq, (unsigned long long)e->aux2, nn);
     if (str >= ns)
         return SFAIL(r, base[VT_COL_STR] + vt__cur_off(&col[VT_COL_STR]),
                      "event %zu (seq %llu) names string %llu of %zu", i,

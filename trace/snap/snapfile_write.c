@@ -133,6 +133,9 @@ static int validate(const vt__snapshot_data *s, char *err, size_t errlen)
                 (unsigned long long)e->seq, (unsigned long long)s->events[i - 1].seq);
         if (e->stack >= nn)
             BAD("event %zu names stack %u of %zu", i, e->stack, nn);
+        if (e->kind == VT_EV_FREE_REQUESTED && e->aux2 >= nn)
+            BAD("event %zu names allocation stack %llu of %zu", i,
+                (unsigned long long)e->aux2, nn);
         if (e->str >= ns)
             BAD("event %zu names string %u of %zu", i, e->str, ns);
     }
@@ -630,6 +633,9 @@ int vt__snapwriter_event(vt__snapwriter *w, const vt__event *e)
             (unsigned long long)w->last_seq);
     if (e->stack >= nn)
         BAD("event %llu names stack %u of %zu", (unsigned long long)w->n, e->stack, nn);
+    if (e->kind == VT_EV_FREE_REQUESTED && e->aux2 >= nn)
+        BAD("event %llu names allocation stack %llu of %zu", (unsigned long long)w->n,
+            (unsigned long long)e->aux2, nn);
     if (e->str >= ns)
         BAD("event %llu names string %u of %zu", (unsigned long long)w->n, e->str, ns);
 #undef BAD

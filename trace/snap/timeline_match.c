@@ -198,8 +198,11 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
                 return tl_fail(b, -ENOMEM, "timeline: out of memory");
             l->addr = e->addr;
             l->size = e->size;
+            l->req_size = e->req_size;
             l->stream = e->stream;
             l->device = e->device;
+            /* where it was made, which the free names (format 1.12) */
+            l->alloc_stack = e->aux2 < s->nstack_nodes ? (uint32_t)e->aux2 : 0;
             l->flags |= VT_LT_BEFORE_WINDOW;
             /* its ALLOC is in the gap before this free, if there is one */
             l->start_event = vt__liveness_gap_at_or_before(b->lv, ei);
