@@ -435,6 +435,66 @@ static uint32_t op_under_line(synth *y, const char *op)
     return sb_node(&y->b, parent, fr);
 }
 
+/* A replay memory of 40 transitions under plain run (blocks only), 160
+ * steps: each step's transition is a state and an action, the action made
+ * at the policy's line or at the random one, the random one ever rarer (an
+ * exploration rate decaying from 90% to 5%); once full, each step evicts
+ * the oldest transition at train.py:40. variant 1: every policy action is also
+ * kept in a list, never evicted. */
+static void memory_of_shifting_lines(synth *y, int variant)
+{
+    synth_init(y);
+    uint32_t st_state = synth_stack(y, "observe", "main", NULL);
+    uint32_t st_policy = synth_stack(y, "policy_action", "select_action", "main", NULL);
+    uint32_t st_random = synth_stack(y, "random_action", "select_action", "main", NULL);
+    /* evicted at one line of the program through native paths of their
+     * own (a view's release and a base's: the DQN tutorial's two action
+     * lines were freed at one line by two stacks) */
+    uint32_t st_evict_state = op_under_line(y, "c10::StorageImpl::release_resources");
+    uint32_t st_evict_policy = op_under_line(y, "c10::TensorImpl::release_resources");
+    uint32_t st_evict_random = op_under_line(y, "THPVariable_dealloc");
+    const int cap = 40, steps = 160;
+    const uint64_t state = 0x7f6000000000ull, action = 0x7f8000000000ull;
+    uint8_t policy[161] = { 0 };
+    for (int i = 1; i <= steps; i++) {
+        synth_step_mark(y, i);
+        synth_alloc(y, state + (uint64_t)i * 0x100000ull, 4096, st_state);
+        int eps = 90 - (85 * i) / steps;   /* in percent */
+        policy[i] = (uint8_t)((i * 37) % 100 >= eps);
+        synth_alloc(y, action + (uint64_t)i * 0x100000ull, 4096, policy[i] ? st_policy : st_random);
+        int old = i - cap;
+        if (old < 1)
+            continue;
+        SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = state + (uint64_t)old * 0x100000ull,
+                 .size = 4096, .stack = st_evict_state);
+        if (!(variant && policy[old]))
+            SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = action + (uint64_t)old * 0x100000ull,
+                     .size = 4096, .stack = policy[old] ? st_evict_policy : st_evict_random);
+    }
+}
+
+TEST(lines_whose_shares_of_one_full_memory_shift_are_no_growth)
+{
+    /* the policy's line holds ever more of the memory's actions as the
+     * random one holds fewer; evicted together, the two are flat (the DQN
+     * tutorial under plain run, 2,346 steps: "grows 2 B per step" at
+     * select_action) */
+    synth y;
+    memory_of_shifting_lines(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 0);
+    vt__check_report_free(r);
+    synth_fini(&y);
+    /* the policy's actions also kept in a list: the memory's and the list's
+     * grow */
+    memory_of_shifting_lines(&y, 1);
+    r = check(&y, NULL);
+    ASSERT(r->nfindings >= 1);
+    ASSERT(findings_of(r, VT_CHECK_RULE_GROWTH) + findings_of(r, VT_CHECK_RULE_NEVER_FREED) >= 1);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* One line of the program (an LSTM's call) whose graph, kept across
  * batches, grows at two of its ops (two call sites): one cause, the line. */
 TEST(sites_growing_under_one_line_of_the_program_are_one_cause)

@@ -194,8 +194,15 @@
  *   storage made before the window and freed in it (no allocation stack)
  *   counts with the site whose storages in the window have a tensor made
  *   at the stack its tensor, declared again, was made at (a full replay
- *   memory: those made before the window are evicted as the window's come). The series is judged by vt__check_growth_fit
- *   (below): warm-up marks skipped, a robust slope, a floor that rises.
+ *   memory: those made before the window are evicted as the window's come;
+ *   since format 1.12 the free names its allocation stack). The series is
+ *   judged by vt__check_growth_fit (below): warm-up marks skipped, a robust
+ *   slope, a floor that rises. A growing site whose storages freed in the
+ *   window were mostly freed at one line is judged with every site freed
+ *   mostly there: where together they do not grow, its growth is a share
+ *   moving between lines one container holds (a replay memory's actions,
+ *   made at the policy's line ever more often as exploration decays), not
+ *   a finding.
  *   One finding per site: bytes is the growth over the judged marks, nallocs
  *   its storages alive at the last judged mark, growth_* the figures;
  *   linger_from is the first judged mark, linger_ns the time to the last,
