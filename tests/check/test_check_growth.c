@@ -406,16 +406,11 @@ TEST(a_full_fifo_in_a_ring_that_overwrote_its_start_is_no_growth_under_plain_run
      * freed there are the state's and the action's, half each, and the
      * stackless ones are dealt to them so (the DQN loop under plain run in
      * a ring of 8 MiB: 3 growth lines). */
-    synth y;
-    wrapped_fifo_plain(&y, 0);
-    vt__check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(wrapped_fifo_plain, 0);
     /* evicting none of the window's, both lines keep every block they
      * made (never freed, which GROWTH leaves to that rule) */
-    wrapped_fifo_plain(&y, 1);
-    r = check(&y, NULL);
+    synth y;
+    vt__check_report *r = check_shape(&y, wrapped_fifo_plain, 1);
     ASSERT_EQ(findings_of(r, VT_CHECK_RULE_NEVER_FREED), 2);
     vt__check_report_free(r);
     synth_fini(&y);
@@ -479,16 +474,11 @@ TEST(lines_whose_shares_of_one_full_memory_shift_are_no_growth)
      * random one holds fewer; evicted together, the two are flat (the DQN
      * tutorial under plain run, 2,346 steps: "grows 2 B per step" at
      * select_action) */
-    synth y;
-    memory_of_shifting_lines(&y, 0);
-    vt__check_report *r = check(&y, NULL);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_shape_is_clean(memory_of_shifting_lines, 0);
     /* the policy's actions also kept in a list: the memory's and the list's
      * grow */
-    memory_of_shifting_lines(&y, 1);
-    r = check(&y, NULL);
+    synth y;
+    vt__check_report *r = check_shape(&y, memory_of_shifting_lines, 1);
     ASSERT(r->nfindings >= 1);
     ASSERT(findings_of(r, VT_CHECK_RULE_GROWTH) + findings_of(r, VT_CHECK_RULE_NEVER_FREED) >= 1);
     vt__check_report_free(r);

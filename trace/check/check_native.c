@@ -54,6 +54,19 @@ static size_t freed_before_window(const ck_model *m, ck_key *out)
     return n;
 }
 
+/* The keys of group `group` in keys[0..n), sorted by group, from cursor
+ * *at on (the groups are asked in order): how many, *at moved to the first
+ * of them. */
+static size_t keys_of_group(const ck_key *keys, size_t n, size_t *at, uint32_t group)
+{
+    while (*at < n && keys[*at].group < group)
+        ++*at;
+    size_t k = 0;
+    while (*at + k < n && keys[*at + k].group == group)
+        k++;
+    return k;
+}
+
 /* How long storage st lived before its free, in steps with marks, else
  * in time; made before the window: at least since the window's start. */
 static uint64_t lived_for(const ck_model *m, const ck_storage *st)
@@ -231,18 +244,10 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
             l0 = ++li;
         while (li < m->nlives && m->lives[li].stack == stack)
             li++;
-        while (oi < nold && old[oi].group < stack)
-            oi++;
+        size_t nsite_old = keys_of_group(old, nold, &oi, stack);
         const ck_key *site_old = &old[oi];
-        size_t nsite_old = 0;
-        while (oi + nsite_old < nold && old[oi + nsite_old].group == stack)
-            nsite_old++;
-        while (gi < ngone && gone[gi].group < stack)
-            gi++;
+        size_t nsite_gone = keys_of_group(gone, ngone, &gi, stack);
         const ck_key *site_gone = &gone[gi];
-        size_t nsite_gone = 0;
-        while (gi + nsite_gone < ngone && gone[gi + nsite_gone].group == stack)
-            nsite_gone++;
         if (opt->nignore) {
             const ck_storage *f0 = ns ? &m->st[site[0]] : NULL;
             int ret_first = ret && (!f0 || ret->first_seq < f0->alloc_seq ||
