@@ -598,6 +598,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
     int64_t *delta = malloc((nm + 1) * sizeof *delta);
     uint64_t *v = malloc(nm * sizeof *v);
     size_t *site_at = NULL;
+    vt__u64map line_grows = {0};   /* free line -> whether its lines grow together */
     int rc = 0;
     if (!sp || !delta || !v) {
         rc = -ENOMEM;
@@ -611,7 +612,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
     for (size_t k = 0; k < n; k++)
         nsites += !k || sp[k].stack != sp[k - 1].stack;
     site_at = malloc((nsites + 1) * sizeof *site_at);
-    if (!site_at) {
+    if (!site_at || vt__u64map_init(&line_grows, 16) < 0) {
         rc = -ENOMEM;
         goto out;
     }
@@ -639,11 +640,19 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
             continue;
         uint64_t line = dominant_free_line(m, sp, s0, s1);
         if (line) {
-            int grow = co_freed_grow(m, sp, site_at, nsites, line, delta, v);
-            if (grow <= 0) {
-                rc = grow;
-                continue;
+            /* once a line: a graph kept across batches grows at every op's
+             * line, all freed at one */
+            uint32_t grow = vt__u64map_get(&line_grows, line);
+            if (grow == VT__U64MAP_NONE) {
+                int got = co_freed_grow(m, sp, site_at, nsites, line, delta, v);
+                if (got < 0 || vt__u64map_put(&line_grows, line, (uint32_t)got) < 0) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                grow = (uint32_t)got;
             }
+            if (!grow)
+                continue;
         }
         rc = marks_finding(m, fs, &sp[s0], s1 - s0, &gr);
     }
@@ -652,5 +661,6 @@ out:
     free(delta);
     free(v);
     free(site_at);
+    vt__u64map_free(&line_grows);
     return rc;
 }
