@@ -366,11 +366,12 @@ TEST(a_full_fifo_in_a_ring_that_overwrote_its_start_is_no_growth)
 
 /* The same memory under plain run: no tensors, so nothing was declared
  * again. A transition is a state and an action, each a block of its own
- * line, evicted together at `memory.append` (the free events carry the
- * size asked for and that stack, as PyTorch's observed pool reports them);
- * 32 of them full when the window (48 steps) begins. variant 1: the
- * window's transitions are never evicted (a leak), those from before it
- * are. */
+ * line, evicted together at `memory.append`; 32 of them full when the
+ * window (48 steps) begins. Each free names its block's allocation stack
+ * (format 1.12) unless `variant & FIFO_OLD_FILE`; `variant & FIFO_LEAK`:
+ * the window's transitions are never evicted, those from before it are. */
+enum { FIFO_LEAK = 1, FIFO_OLD_FILE = 2 };
+
 static void wrapped_fifo_plain(synth *y, int variant)
 {
     synth_init(y);
@@ -380,6 +381,7 @@ static void wrapped_fifo_plain(synth *y, int variant)
     const int cap = 32, steps = 48;
     const uint64_t size = 16 * 1024, old = 0x7f6000000000ull, fresh = 0x7f8000000000ull;
     int next_old = 0, next_fresh = 1;   /* the oldest of each, evicted first */
+    int named = !(variant & FIFO_OLD_FILE);
     for (int i = 1; i <= steps; i++) {
         synth_step_mark(y, i);
         uint64_t a = fresh + (uint64_t)i * 0x1000000ull;
@@ -388,29 +390,32 @@ static void wrapped_fifo_plain(synth *y, int variant)
         uint64_t gone;
         if (next_old < cap)
             gone = old + (uint64_t)next_old++ * 0x1000000ull;
-        else if (!variant)
+        else if (!(variant & FIFO_LEAK))
             gone = fresh + (uint64_t)next_fresh++ * 0x1000000ull;
         else
             continue;
-        SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = gone, .size = size, .stack = st_evict);
+        SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = gone, .size = size, .stack = st_evict,
+                 .aux2 = named ? st_state : 0);
         SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = gone + 0x800000ull, .size = size,
-                 .stack = st_evict);
+                 .stack = st_evict, .aux2 = named ? st_action : 0);
     }
     synth_lost_start(y, st_state, 0, old, size);
 }
 
 TEST(a_full_fifo_in_a_ring_that_overwrote_its_start_is_no_growth_under_plain_run)
 {
-    /* Without tensors the frees from before the window say only their size
-     * and where they were freed: the window's own storages of that size
-     * freed there are the state's and the action's, half each, and the
-     * stackless ones are dealt to them so (the DQN loop under plain run in
-     * a ring of 8 MiB: 3 growth lines). */
+    /* The frees of the transitions made before the window name their lines
+     * (format 1.12): each line holds 32 at every mark (the DQN loop under
+     * plain run in a ring of 8 MiB: 3 growth lines, before) */
     assert_shape_is_clean(wrapped_fifo_plain, 0);
+    /* in an older file they have no line, a site of their own shrinking as
+     * the two lines grow; freed where the lines' own are, the three are
+     * judged together (co_freed_grow): flat as well */
+    assert_shape_is_clean(wrapped_fifo_plain, FIFO_OLD_FILE);
     /* evicting none of the window's, both lines keep every block they
      * made (never freed, which GROWTH leaves to that rule) */
     synth y;
-    vt__check_report *r = check_shape(&y, wrapped_fifo_plain, 1);
+    vt__check_report *r = check_shape(&y, wrapped_fifo_plain, FIFO_LEAK);
     ASSERT_EQ(findings_of(r, VT_CHECK_RULE_NEVER_FREED), 2);
     vt__check_report_free(r);
     synth_fini(&y);

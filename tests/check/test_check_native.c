@@ -291,22 +291,26 @@ TEST(a_window_that_also_keeps_some_of_its_blocks_is_never_freed)
  * window: the site frees none of its own in it. The free names the block's
  * allocation stack (format 1.12) unless `variant & WINDOW_OLD_FILE`;
  * `variant & WINDOW_LEAK`: the old ones are kept (a list besides), never
- * freed. */
-enum { WINDOW_OLD_FILE = 1, WINDOW_LEAK = 2 };
+ * freed; `variant & WINDOW_EDGE`: the memory's last four old transitions
+ * were made at another line (an episode's first state), so the site's last
+ * eviction is four steps before the end. */
+enum { WINDOW_OLD_FILE = 1, WINDOW_LEAK = 2, WINDOW_EDGE = 4 };
 
 static void window_short(synth *y, int variant)
 {
     synth_init(y);
     uint32_t s_push = synth_stack(y, "observe", "main", NULL);
+    uint32_t s_reset = synth_stack(y, "observe", "reset", "main", NULL);
     uint32_t s_evict = synth_stack(y, "push", "main", NULL);
     const uint64_t old = 0x7fa000000000ull, fresh = 0x7fc000000000ull, size = 64 * 1024;
     for (int i = 1; i <= 24; i++) {
         synth_step_mark(y, i);
         synth_alloc(y, fresh + (uint64_t)i * 0x100000ull, size, s_push);
+        int other = variant & WINDOW_EDGE && i > 20;
         if (!(variant & WINDOW_LEAK))
             SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = old + (uint64_t)i * 0x100000ull,
                      .size = size, .stack = s_evict,
-                     .aux2 = variant & WINDOW_OLD_FILE ? 0 : s_push);
+                     .aux2 = variant & WINDOW_OLD_FILE ? 0 : other ? s_reset : s_push);
     }
     /* alive at the end: the window's and the 8 old ones not evicted (all
      * 32 where nothing was) */
@@ -321,6 +325,11 @@ TEST(a_window_shorter_than_a_memorys_turnover_is_not_never_freed_where_frees_nam
      * living the whole window: a window of them is kept (dqn_replay.py in a
      * ring of 1 MiB under plain run: 520 KiB never freed) */
     assert_shape_is_clean(window_short, 0);
+    /* the site's last old transition evicted four steps before the end,
+     * "lived 20 steps" as the window knows it, its oldest alive one 23: it
+     * was older than all of them still (dqn_replay.py in a ring of 1 MiB
+     * once its exploration decayed: 504 KiB never freed) */
+    assert_shape_is_clean(window_short, WINDOW_EDGE);
     /* a file older than 1.12 cannot say whose those frees were */
     synth y;
     vt__check_report *r = check_shape(&y, window_short, WINDOW_OLD_FILE);

@@ -13,6 +13,11 @@ never freed under `run`). The environment is a pole on a cart of a few lines
 through 2048 random Fourier features (8 KiB a state, where the tutorial's 4
 numbers would keep a leak of them under `check`'s floor of minor findings).
 
+Its exploration decays as the tutorial's (epsilon-greedy, from 90% to 5%):
+a transition's action is made at the random line less and less, at the
+policy's line more and more, so each line's share of the full memory moves
+while the memory stays flat (`check` once called the policy's line growth).
+
 ``fixed``: the memory holds 64 transitions, full after the first 64 steps.
 ``leak``: every transition is also appended to ``seen`` (kept "for
 statistics"), so an evicted one stays alive, never drawn again.
@@ -29,7 +34,7 @@ import torch
 from torch import nn
 
 Transition = namedtuple("Transition", "state action next_state reward")
-STEPS, CAPACITY, BATCH, FEATURES = 250, 64, 32, 2048
+STEPS, CAPACITY, BATCH, FEATURES, EPS_DECAY = 250, 64, 32, 2048, 80
 # the script's globals, as the tutorial's: alive when the run ends
 memory = deque(maxlen=CAPACITY)
 seen = []
@@ -102,7 +107,8 @@ def main(leak: bool) -> int:
 
     state = observe(env.reset())
     for step in range(STEPS):
-        if rng.random() < 0.5:
+        # explore less and less, as the tutorial's epsilon-greedy policy
+        if rng.random() > 0.05 + 0.85 * math.exp(-step / EPS_DECAY):
             with torch.no_grad():
                 action = policy(state).max(1).indices.view(1, 1)
         else:

@@ -366,8 +366,13 @@ def test_a_replay_memory_is_not_memory_never_freed(tmp_path):
     besides, is found at the line that made them. (Under --track:
     test_torch_observed_track.py.)"""
     reports = _checked_twins(tmp_path, DQN_REPLAY, False, "transitions")
-    _, (rc, text) = reports["fixed"]
+    snap, (rc, text) = reports["fixed"]
     assert rc == 0, text[:4000]
+    # its actions move from the random line to the policy's as exploration
+    # decays, both evicted at one line: no growth, not even a minor one
+    # (before co_freed_grow: "[growth] 240 B" at the policy's line)
+    rc, text = run([CLI, "check", snap, "--min-bytes", "0", "--rules", "growth"])
+    assert rc == 0 and "[growth]" not in text, text[:4000]
     _, (rc, text) = reports["leak"]
     assert rc == 1, text[:4000]
     assert re.search(r"allocated at observe \(\S*dqn_replay\.py:\d+\)", text), text[:4000]

@@ -514,6 +514,12 @@ def test_a_replay_memorys_transitions_drawn_at_random_are_no_leak(tmp_path):
     namedtuple (the walks of the running frames read one container deep
     before: "no holder found")."""
     rc, text, _ = _tracked_leak_and_clean_twin("dqn_replay.py", "transitions", tmp_path)
+    # the fixed twin's actions move from the random line to the policy's as
+    # exploration decays: no growth, not even a minor one (before
+    # co_freed_grow: "[growth] 240 B" at the policy's line)
+    rc_fixed, fixed = run([CLI, "check", str(tmp_path / "fixed.vtsnap"), "--min-bytes", "0",
+                           "--rules", "growth"])
+    assert rc_fixed == 0 and "[growth]" not in fixed, fixed[:4000]
     assert rc == 1, text[:4000]
     assert re.search(r"\d+ × \[linger\] [^\n]*\n"
                      r"     tensor 'return seen_as\.to\(\"cuda\"\)\.unsqueeze\(0\) "
@@ -526,10 +532,11 @@ def test_a_replay_memorys_transitions_drawn_at_random_are_no_leak(tmp_path):
 def test_a_full_replay_memory_in_a_run_longer_than_the_ring_is_no_growth(tmp_path):
     """The fixed twin of dqn_replay.py in a ring of 4 MiB (the run's first
     four fifths overwritten): the transitions made before the window are
-    evicted in it by frees whose ALLOC is gone (no allocation stack), and the
-    line seemed to hold only the window's, growing ("1 finding, 264 KiB", a
-    growth). Counted with their line by where the tracker's declarations say
-    their tensors were made (check_growth.c), the full memory is clean."""
+    evicted in it by frees whose ALLOC is gone, and the line seemed to hold
+    only the window's, growing ("1 finding, 264 KiB", a growth). Each free
+    names its block's allocation stack (format 1.12; a file older than that:
+    the tracker's declarations say where their tensors were made,
+    check_window_sites.c): the full memory is clean."""
     snap = str(tmp_path / "wrapped.vtsnap")
     rc, out = run([SIMRUN, "--mem", "1G", "--", CLI, "run", "--track", "--conf", "ring:4MiB",
                    "-o", snap, "--", sys.executable, os.path.join(HERE, "dqn_replay.py"),

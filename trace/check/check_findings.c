@@ -22,6 +22,12 @@ int vt__ck_cmp_key(const void *a, const void *b)
     return c ? c : vt__order(x->idx, y->idx);
 }
 
+uint64_t vt__ck_free_line(const ck_model *m, uint32_t free_stack)
+{
+    uint64_t line = vt__snapshot_python_line(m->s, free_stack);
+    return line ? line : (1ull << 63) | free_stack;
+}
+
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
 uint64_t vt__ck_median(uint64_t *v, size_t n)
 {

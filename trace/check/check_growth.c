@@ -501,13 +501,27 @@ out:
     return rc;
 }
 
-/* Where a free stack frees, as a key: its innermost Python line (a
- * container's eviction frees its items through several native paths, a
- * view's and a base's), else the stack itself. */
-static uint64_t free_line(const ck_model *m, uint32_t free_stack)
+/* Add the bytes of storages sp[s0..s1) to delta at the step end each
+ * starts being alive at, less at the one it stops: a difference array. */
+static void add_spans(const ck_model *m, const span *sp, size_t s0, size_t s1, int64_t *delta)
 {
-    uint64_t line = vt__snapshot_python_line(m->s, free_stack);
-    return line ? line : (1ull << 63) | free_stack;
+    for (size_t k = s0; k < s1; k++) {
+        int64_t bytes = (int64_t)vt__ck_storage_bytes(&m->st[sp[k].idx]);
+        delta[sp[k].a] += bytes;
+        delta[sp[k].b] -= bytes;
+    }
+}
+
+/* The live bytes at each of the nm marks, from the difference array, into
+ * v, fitted into *g. 0 or -ENOMEM. */
+static int fit_marks(const int64_t *delta, size_t nm, uint64_t *v, vt__check_growth *g)
+{
+    int64_t live = 0;
+    for (size_t k = 0; k < nm; k++) {
+        live += delta[k];
+        v[k] = (uint64_t)live;
+    }
+    return vt__check_growth_fit(v, nm, g);
 }
 
 /* The line most of a site's storages sp[s0..s1) freed in the window were
@@ -521,14 +535,14 @@ static uint64_t dominant_free_line(const ck_model *m, const span *sp, size_t s0,
         if (!st->freed || !st->free_stack)
             continue;
         nfreed++;
-        uint64_t line = free_line(m, st->free_stack);
+        uint64_t line = vt__ck_free_line(m, st->free_stack);
         if (!votes)
             cand = line;
         votes += line == cand ? 1 : (uint32_t)-1;
     }
     for (size_t k = s0; k < s1 && nfreed; k++) {
         const ck_storage *st = &m->st[sp[k].idx];
-        n += st->freed && st->free_stack && free_line(m, st->free_stack) == cand;
+        n += st->freed && st->free_stack && vt__ck_free_line(m, st->free_stack) == cand;
     }
     return 2 * n > nfreed ? cand : 0;
 }
@@ -559,7 +573,7 @@ static int co_freed_grow(const ck_model *m, const span *sp, const size_t *site_a
                 continue;
             uint32_t at = vt__u64map_get(&at_line, st->free_stack);
             if (at == VT__U64MAP_NONE) {
-                at = free_line(m, st->free_stack) == line ? 1 : 2;
+                at = vt__ck_free_line(m, st->free_stack) == line ? 1 : 2;
                 if (vt__u64map_put(&at_line, st->free_stack, at) < 0) {
                     vt__u64map_free(&at_line);
                     return -ENOMEM;
@@ -568,22 +582,12 @@ static int co_freed_grow(const ck_model *m, const span *sp, const size_t *site_a
             nfreed++;
             nat += at == 1;
         }
-        if (2 * nat <= nfreed)
-            continue;
-        for (size_t k = site_at[g]; k < site_at[g + 1]; k++) {
-            int64_t bytes = (int64_t)vt__ck_storage_bytes(&m->st[sp[k].idx]);
-            delta[sp[k].a] += bytes;
-            delta[sp[k].b] -= bytes;
-        }
+        if (2 * nat > nfreed)
+            add_spans(m, sp, site_at[g], site_at[g + 1], delta);
     }
     vt__u64map_free(&at_line);
-    int64_t live = 0;
-    for (size_t k = 0; k < nm; k++) {
-        live += delta[k];
-        v[k] = (uint64_t)live;
-    }
     vt__check_growth g;
-    return vt__check_growth_fit(v, nm, &g) < 0 ? -ENOMEM : g.grows;
+    return fit_marks(delta, nm, v, &g) < 0 ? -ENOMEM : g.grows;
 }
 
 int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *fs,
@@ -624,18 +628,9 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
     for (size_t g = 0; g < nsites && !rc; g++) {
         size_t s0 = site_at[g], s1 = site_at[g + 1];
         memset(delta, 0, (nm + 1) * sizeof *delta);
-        for (size_t k = s0; k < s1; k++) {
-            int64_t bytes = (int64_t)vt__ck_storage_bytes(&m->st[sp[k].idx]);
-            delta[sp[k].a] += bytes;
-            delta[sp[k].b] -= bytes;
-        }
-        int64_t live = 0;
-        for (size_t k = 0; k < nm; k++) {
-            live += delta[k];
-            v[k] = (uint64_t)live;
-        }
+        add_spans(m, sp, s0, s1, delta);
         vt__check_growth gr;
-        rc = vt__check_growth_fit(v, nm, &gr);
+        rc = fit_marks(delta, nm, v, &gr);
         if (rc || !gr.grows)
             continue;
         uint64_t line = dominant_free_line(m, sp, s0, s1);

@@ -17,7 +17,7 @@
  *   check_growth.c  the GROWTH rule: call sites growing step over step, and
  *                   vt__check_growth_fit
  *   check_window_sites.c the call site of a storage made before the window
- *                   and freed in it (no allocation stack), for GROWTH
+ *                   and freed in it in a file older than 1.12, for GROWTH
  *   check_paths.c   the time-varying reference graph (pass 2) and path search
  *   check_report.c  formatting, the text report and the JSON writer
  *   check_path_text.c a holder chain as one line, whole or folded
@@ -372,6 +372,10 @@ int vt__ck_cmp_key(const void *a, const void *b);
 
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
 uint64_t vt__ck_median(uint64_t *v, size_t n);
+/* Where a free stack frees, as a key: its innermost Python line (a
+ * container's eviction frees its items through several native paths, a
+ * view's and a base's), else the stack itself. */
+uint64_t vt__ck_free_line(const ck_model *m, uint32_t free_stack);
 
 /* Whether storage sti is not judged: 2 when it is in host memory and the
  * model skips host storages (vt__check_host), 1 when --ignore skips it (a
@@ -582,20 +586,19 @@ size_t vt__ck_alive_before_window(const ck_model *m, ck_key *out);
 /* ------------------------------------------------------------------------ */
 
 /* What places storages made before the window and freed in it at a call
- * site: tensors' made stacks, and the window's storages by free stack and
- * size. Zeroed: places none. */
+ * site in a file older than 1.12: the tensors' made stacks. Zeroed: places
+ * none. */
 typedef struct ck_window_sites {
-    int on;                        /* the ring overwrote some, and some are stackless */
-    vt__u64map by_made;            /* made stack -> call site (with tensors) */
-    struct ck_freed_at *freed_at;  /* by (free stack, size, site) */
-    size_t nfreed_at;
+    int on;                        /* the ring overwrote some, some are stackless,
+                                      and tensors were recorded */
+    vt__u64map by_made;            /* made stack -> call site */
 } ck_window_sites;
 /* @return 0 or -ENOMEM (ws zeroed). */
 int vt__ck_window_sites_init(const ck_model *m, ck_window_sites *ws);
 /* st's call site: its allocation stack, or for a stackless storage the one
- * the evidence gives (0: none). Stateful: stackless storages sharing a
- * free stack and size among several sites are dealt to them in turn. */
-uint32_t vt__ck_window_site_of(const ck_model *m, const ck_storage *st, ck_window_sites *ws);
+ * its tensor's made stack gives (0: none). */
+uint32_t vt__ck_window_site_of(const ck_model *m, const ck_storage *st,
+                              const ck_window_sites *ws);
 void vt__ck_window_sites_free(ck_window_sites *ws);
 
 #endif /* VT_TRACE_CHECK_INTERNAL_H */

@@ -67,14 +67,48 @@ static size_t keys_of_group(const ck_key *keys, size_t n, size_t *at, uint32_t g
     return k;
 }
 
-/* How long storage st lived before its free, in steps with marks, else
- * in time; made before the window: at least since the window's start. */
-static uint64_t lived_for(const ck_model *m, const ck_storage *st)
+/* How long storage st lived before its free, in steps with marks, else in
+ * time. One made before the window lived at least until the last block
+ * made before the window that its free line let go of, of any site: a
+ * container evicts in order, so it was older than that one (a replay
+ * memory whose line evicted its last old transition steps before the end,
+ * as the other line's came due: "53 steps" against a window whose oldest
+ * alive one was 54: dqn_replay.py in a ring of 1 MiB, 504 KiB never freed).
+ * last_old: free line -> step (or ms since the window's start) of its last
+ * free of a block made before the window. */
+static uint64_t lived_for(const ck_model *m, const ck_storage *st, const vt__u64map *last_old)
 {
-    if (st->before_window)
-        return m->nmarks ? vt__ck_step_of(m, st->free_seq) : st->free_time - m->start_time;
+    if (st->before_window) {
+        uint32_t until = vt__u64map_get(last_old, vt__ck_free_line(m, st->free_stack));
+        if (until == VT__U64MAP_NONE)   /* cannot be: st is one of them */
+            return 0;
+        return m->nmarks ? until : (uint64_t)until * 1000000;
+    }
     return m->nmarks ? vt__ck_step_of(m, st->free_seq) - vt__ck_step_of(m, st->alloc_seq)
                      : st->free_time - st->alloc_time;
+}
+
+/* last_old for lived_for, from every storage made before the window and
+ * freed in it at a free stack. 0 or -ENOMEM. */
+static int last_old_frees(const ck_model *m, vt__u64map *last_old)
+{
+    if (vt__u64map_init(last_old, 16) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nst; i++) {
+        const ck_storage *st = &m->st[i];
+        if (st->retired || !st->before_window || !st->freed || !st->free_stack)
+            continue;
+        uint64_t line = vt__ck_free_line(m, st->free_stack);
+        uint64_t at = m->nmarks ? vt__ck_step_of(m, st->free_seq)
+                                : (st->free_time - m->start_time) / 1000000;
+        uint32_t was = vt__u64map_get(last_old, line);
+        if (at >= UINT32_MAX)
+            at = UINT32_MAX - 1;
+        if ((was == VT__U64MAP_NONE || was < at) &&
+            vt__u64map_put(last_old, line, (uint32_t)at) < 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 /* Whether call site `site` (ns storages, in allocation order; gone, ngone:
@@ -94,7 +128,7 @@ static uint64_t lived_for(const ck_model *m, const ck_storage *st)
  * kept in a list) leaves allocations older than any the window freed, or
  * frees none: still flagged. In steps with marks, else in time. */
 static int keeps_a_window(const ck_model *m, const uint32_t *site, size_t ns, const ck_key *gone,
-                          size_t ngone, const uint32_t *grp, size_t ng)
+                          size_t ngone, const vt__u64map *last_old, const uint32_t *grp, size_t ng)
 {
     size_t nfreed = 0;
     uint64_t longest = 0;
@@ -102,7 +136,7 @@ static int keeps_a_window(const ck_model *m, const uint32_t *site, size_t ns, co
         const ck_storage *st = &m->st[k < ns ? site[k] : gone[k - ns].idx];
         if (!st->freed)
             continue;
-        uint64_t lived = lived_for(m, st);
+        uint64_t lived = lived_for(m, st, last_old);
         if (m->nmarks ? lived < 2 : lived < VT_CHECK_TIME_MIN_NS)
             continue;   /* a temporary of its step (or second), not a window's */
         nfreed++;
@@ -191,6 +225,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     uint32_t *grp = malloc(cap * sizeof *grp);
     uint64_t *lstart = malloc(cap * sizeof *lstart);
     ck_key *keys = NULL, *gone = malloc((m->nst ? m->nst : 1) * sizeof *gone);
+    vt__u64map last_old = {0};
     int rc = 0;
     if (!idx || !tmp || !grp || !lstart || !gone) {
         rc = -ENOMEM;
@@ -214,8 +249,13 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     /* made before the window, alive at the end, their stack known: by site */
     ck_key *old = keys;
     size_t nold = vt__ck_alive_before_window(m, old);
-    /* made before the window, freed in it, their stack named by the free */
+    /* made before the window, freed in it, their stack named by the free;
+     * how long such ones lived at least, by free line */
     size_t ngone = freed_before_window(m, gone);
+    if (last_old_frees(m, &last_old) < 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
     /* The retired storages (check_model.c) by call site: each is short-lived
      * (freed before the next mark), its lifetime kept while OUTLIER may run. */
     if (m->nsites)
@@ -391,7 +431,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                                       (marked || vt__ck_freed_between(m, tmin, tmax))
                                 : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin &&
                                    vt__ck_freed_between(m, tmin, tmax));
-            hit = hit && !keeps_a_window(m, site, ns, site_gone, nsite_gone, grp, ng);
+            hit = hit && !keeps_a_window(m, site, ns, site_gone, nsite_gone, &last_old, grp, ng);
             if (hit) {
                 for (size_t k = 0; k < ng; k++)
                     lstart[k] = m->st[grp[k]].alloc_time;
@@ -414,6 +454,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
 out:
     free(keys);
     free(gone);
+    vt__u64map_free(&last_old);
     free(idx);
     free(tmp);
     free(grp);

@@ -130,16 +130,18 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         vt__pool_state_alloc(device, addr, block, size, stream, seq, stack);
         return 0;
     }
-    case VT_EV_FREE_REQUESTED:
+    case VT_EV_FREE_REQUESTED: {
         /* aux 1: the block counts as active until its FREE_COMPLETED, which
-         * the allocator reports when the streams that used it are done. */
-        /* aux2: where it was made (format 1.12), for a window whose ring
-         * overwrote its ALLOC (a replay memory's oldest entries, evicted) */
+         * the allocator reports when the streams that used it are done.
+         * aux2: where it was made (format 1.12), for a window whose ring
+         * overwrote its ALLOC (a replay memory's oldest entries, evicted):
+         * the book's, read as it marks the block, one look-up a free. */
+        uint32_t made = vt__pool_state_free_requested(addr);
         vt__trace(.kind = VT_EV_FREE_REQUESTED, .device = device, .stream = stream,
                   .addr = addr, .size = size, .stack = vt__stack_capture_free(), .aux = 1,
-                  .aux2 = vt__pool_state_block_stack(addr, NULL));
-        vt__pool_state_free_requested(addr);
+                  .aux2 = made);
         return 0;
+    }
     case VT_EV_FREE_COMPLETED:
     case VT_EV_SEGMENT_FREE:   /* no stack: views show the free's or the growth's */
         vt__trace(.kind = (uint8_t)kind, .device = device, .stream = stream, .addr = addr,

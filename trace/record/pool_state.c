@@ -136,13 +136,17 @@ uint32_t vt__pool_state_block_stack(uint64_t addr, uint64_t *seq)
     return stack;
 }
 
-void vt__pool_state_free_requested(uint64_t addr)
+uint32_t vt__pool_state_free_requested(uint64_t addr)
 {
+    uint32_t stack = 0;
     pthread_mutex_lock(&lock);
     uint32_t i = find(&blocks, addr);
-    if (i != VT__U64MAP_NONE)
+    if (i != VT__U64MAP_NONE) {
         blocks.items[i].state = VT_BLOCK_ACTIVE_PENDING_FREE;
+        stack = blocks.items[i].stack;
+    }
     pthread_mutex_unlock(&lock);
+    return stack;
 }
 
 void vt__pool_state_free_completed(uint64_t addr)

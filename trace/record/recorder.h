@@ -98,7 +98,9 @@ void vt__pool_settings(char *buf, size_t len);
  * segments (SEGMENT_ALLOC, SEGMENT_FREE). */
 void vt__pool_state_alloc(int device, uint64_t addr, uint64_t size, uint64_t req_size,
                           uint64_t stream, uint64_t seq, uint32_t stack);
-void vt__pool_state_free_requested(uint64_t addr);
+/* The block at addr freed by the program (pending until FREE_COMPLETED):
+ * @return its allocation stack, 0 if the book does not have it. */
+uint32_t vt__pool_state_free_requested(uint64_t addr);
 void vt__pool_state_free_completed(uint64_t addr);
 void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint64_t stream,
                                   uint64_t seq, uint32_t stack, int pool);
