@@ -629,4 +629,54 @@ TEST(a_cause_reached_through_several_keys_of_one_dict_says_dict_star)
                       "dict['gat1']", "dict['gat2']" } });
 }
 
+/* A trainer keeps each step's predictions in a list for an accuracy it never
+ * computes (minGPT's trainer, pytorch/examples distributed/minGPT-ddp, so
+ * changed) until the list is cleared. Each finding's chain is walked when
+ * it became one, through whichever frame held the trainer then: the step
+ * method's `self` while it trains, main's `trainer` once the step has
+ * returned. One list: one cause (it read as two, one a root). */
+#define STEP_FRAME 8600
+#define MAIN_FRAME 8601
+#define TRAINER 8602
+#define PREDS 8603
+#define PRED_AT(i) (0x7f6000000000ull + (uint64_t)(i) * 2 * MiB)
+
+TEST(one_holder_reached_from_the_frame_running_at_each_walk_is_one_cause)
+{
+    synth y;
+    setup(&y);
+    synth_holder(&y, STEP_FRAME, "frame");
+    synth_holder(&y, TRAINER, "Trainer");
+    synth_ref(&y, STEP_FRAME, TRAINER, "local 'self' in _run_batch trainer.py:107");
+    synth_held(&y, PREDS, "list", TRAINER, ".preds");
+    for (int i = 1; i <= 6; i++) {
+        step(&y, i);
+        if (i <= 4) {
+            synth_made(&y, 8700 + (uint64_t)i, PRED_AT(i), MiB,
+                       "self.preds.append(logits.argmax(-1)) (trainer.py:100, aten.argmax out[0])",
+                       st_fwd);
+            synth_ref(&y, PREDS, 8700 + (uint64_t)i, item_label(i - 1));
+        }
+        if (i == 4) {   /* the step returns; main's frame holds the trainer */
+            synth_holder(&y, MAIN_FRAME, "frame");
+            synth_ref(&y, MAIN_FRAME, TRAINER, "local 'trainer' in main main.py:52");
+            synth_unref(&y, STEP_FRAME, TRAINER);
+        }
+    }
+    for (int i = 1; i <= 4; i++)   /* preds.clear() */
+        synth_release(&y, PREDS, 8700 + (uint64_t)i, PRED_AT(i));
+    vt__check_report *r = check_rules(&y, VT_CHECK_RULE_LINGER);
+    ASSERT_EQ(mib_findings(r), 4u);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "4 findings from 1 cause");
+    /* each finding still says the root its walk came in by */
+    ASSERT_STR_CONTAINS(text, "frame local 'self' in _run_batch trainer.py:107 \xe2\x86\x92 "
+                              "Trainer.preds \xe2\x86\x92 list[0]");
+    ASSERT_STR_CONTAINS(text, "frame local 'trainer' in main main.py:52 \xe2\x86\x92 "
+                              "Trainer.preds \xe2\x86\x92 list[3]");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

@@ -158,6 +158,46 @@ static void holder_root(char *s)
     *cut[n - 1] = 0;   /* no container: the holder of the tensor itself */
 }
 
+/* The text of an object's attribute hop: "Trainer.preds", a type's name, a
+ * dot, the attribute's (no space: not "tensor 'x'.grad_fn", "function f";
+ * no subscript: not "list[*]"). */
+static int attribute_hop(const char *seg, size_t n)
+{
+    size_t i = 0;
+    if (!n || !(isalpha((unsigned char)seg[0]) || seg[0] == '_'))
+        return 0;
+    while (i < n && (isalnum((unsigned char)seg[i]) || seg[i] == '_'))
+        i++;
+    if (i + 1 >= n || seg[i] != '.')
+        return 0;
+    for (i++; i < n; i++)
+        if (!(isalnum((unsigned char)seg[i]) || seg[i] == '_'))
+            return 0;
+    return 1;
+}
+
+/* "frame local 'self' in _run_batch trainer.py:107 → Trainer.preds → list[*]"
+ * -> "Trainer.preds → list[*]": where the holder is an object's attribute,
+ * the root a walk came in by (the frame running then, a module's global) is
+ * not the cause. A walk during a step reaches the trainer through the step
+ * method's `self`, one after it through main's `trainer`: one list (minGPT's
+ * trainer keeping each step's predictions read as two causes). A root that
+ * holds the container itself (a local list, a module's global dict) stays.
+ * In place. */
+static void drop_entry_root(char *s)
+{
+    static const char arrow[] = " \xe2\x86\x92 ";
+    if (strncmp(s, "frame local '", 13) && strncmp(s, "module ", 7))
+        return;
+    char *next = strstr(s, arrow);
+    if (!next)
+        return;
+    char *seg = next + sizeof arrow - 1;
+    char *end = strstr(seg, arrow);
+    if (attribute_hop(seg, end ? (size_t)(end - seg) : strlen(seg)))
+        memmove(s, seg, strlen(seg) + 1);
+}
+
 size_t vt__check_finding_holder(const vt__check_finding *x, char *buf, size_t len)
 {
     if (!len)
@@ -232,6 +272,7 @@ static void group_key(const vt__snapshot_data *s, const vt__check_finding *x, ch
     int in_graph = graph_root(root);
     if (!in_graph)
         holder_root(root);
+    drop_entry_root(root);
     snprintf(owner, sizeof owner, "%s", x->owner_name ? x->owner_name : "");
     drop_ops(owner);
     *line = line_hash(owner);
