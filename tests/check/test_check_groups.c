@@ -629,6 +629,26 @@ TEST(a_cause_reached_through_several_keys_of_one_dict_says_dict_star)
                       "dict['gat1']", "dict['gat2']" } });
 }
 
+/* The loop's object keeps each step's loss in a list, reached from the frame
+ * running the loop (`prog`, a local of run()): the losses and the graphs
+ * they keep are one cause, as where a module's global holds the list. */
+static void a_local_programs_history(synth *y)
+{
+    synth_holder(y, 4990, "frame");
+    synth_held(y, 4991, "Program", 4990, "local 'prog' in run run.py:68");
+    synth_held(y, 5001, "list", 4991, ".history");
+}
+
+TEST(losses_and_their_graphs_an_objects_list_keeps_are_one_cause_from_a_frame)
+{
+    assert_causes(&(struct program){ .hold = a_local_programs_history,
+                                     .keep = keep_a_loss_and_its_graph_of_chains },
+                  &(struct causes){ .mib = 4, .mib_one_cause = 1, .ncauses = 1, .text = {
+                      "held by: frame local 'prog' in run run.py:68 \xe2\x86\x92 "
+                      "Program.history \xe2\x86\x92 list[*] \xe2\x86\x92 tensor 'loss'.grad_fn "
+                      "\xe2\x86\x92 (the autograd graph it keeps)\n" } });
+}
+
 /* A trainer keeps each step's predictions in a list for an accuracy it never
  * computes (minGPT's trainer, pytorch/examples distributed/minGPT-ddp, so
  * changed) until the list is cleared. Each finding's chain is walked when

@@ -540,7 +540,9 @@ ck_group *vt__ck_group_findings(const vt__check_report *r, const vt__snapshot_da
     for (size_t k = 0; k < ng; k++) {
         if (!g[k].count || is_graph_key(g[k].key) || key_without_holder(g[k].key))
             continue;
-        const char *path = third_part(g[k].shown);
+        char path[CK_GROUP_KEY_MAX];   /* without its entry root, as the graph keys are */
+        snprintf(path, sizeof path, "%s", third_part(g[k].shown));
+        drop_entry_root(path);
         size_t rule_len = strcspn(g[k].key, "\x1f") + 1, plen = strlen(path);
         if (!plen)
             continue;
@@ -633,7 +635,22 @@ void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char 
     *path = b ? b + 1 : "";
 }
 
-const char *vt__ck_group_graph_root(const ck_group *grp)
+const char *vt__ck_group_graph_root(const ck_group *grp, char *buf, size_t len)
 {
-    return is_graph_key(grp->key) ? third_part(grp->key) : NULL;
+    if (!is_graph_key(grp->key))
+        return NULL;
+    /* As the first finding's chain reaches it, the root the walk came in
+     * by kept ("frame local 'prog' in run run.py:68 → Program.history →
+     * ..."), where that is the key's root; else the key's own. */
+    const char *root = third_part(grp->key);
+    char bare[CK_GROUP_KEY_MAX];
+    snprintf(buf, len, "%s", third_part(grp->shown));
+    if (graph_root(buf)) {
+        snprintf(bare, sizeof bare, "%s", buf);
+        drop_entry_root(bare);
+        if (!strcmp(bare, root))
+            return buf;
+    }
+    snprintf(buf, len, "%s", root);
+    return buf;
 }

@@ -558,9 +558,10 @@ ck_group *vt__ck_groups_with_older(const vt__check_report *r, const vt__snapshot
 /* A group's rule, owner line and shown path: pointers into ``copy``. */
 void vt__ck_group_parts(const ck_group *grp, char *copy, size_t len, const char **rule,
                         const char **owner, const char **path);
-/* The holder of the autograd graph whose tensors ``grp`` groups; NULL when
- * it groups by owner line and holder. */
-const char *vt__ck_group_graph_root(const ck_group *grp);
+/* The holder of the autograd graph whose tensors ``grp`` groups, in ``buf``
+ * (CK_GROUP_KEY_MAX bytes hold it whole); NULL when it groups by owner line
+ * and holder. */
+const char *vt__ck_group_graph_root(const ck_group *grp, char *buf, size_t len);
 /* What a cause's "held by" says after a graph's holder: its tensors are the
  * graph's (the text's causes and the JSON groups' "held_by"). */
 #define CK_GRAPH_KEPT " \xe2\x86\x92 (the autograd graph it keeps)"

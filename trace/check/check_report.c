@@ -159,7 +159,8 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 static void print_held_by(FILE *f, const char *indent, const ck_group *g, const char *path,
                           int len)
 {
-    const char *root = vt__ck_group_graph_root(g);
+    char buf[CK_GROUP_KEY_MAX];
+    const char *root = vt__ck_group_graph_root(g, buf, sizeof buf);
     if (root)
         fprintf(f, "%sheld by: %s" CK_GRAPH_KEPT "\n", indent, root);
     else
@@ -287,7 +288,8 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
  * is what a reader looks for next. */
 static void print_minor_holder(FILE *f, const ck_group *g, const char *owner, const char *path)
 {
-    if (vt__ck_group_graph_root(g)) {
+    char buf[CK_GROUP_KEY_MAX];
+    if (vt__ck_group_graph_root(g, buf, sizeof buf)) {
         print_held_by(f, "      ", g, "", 0);
         return;
     }

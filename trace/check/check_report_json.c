@@ -311,8 +311,8 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
         fprintf(f, ",\"path\":");
         vt__json_str(f, path);
         /* as the text's cause says it: a graph's holder and the graph */
-        const char *root = vt__ck_group_graph_root(&g[k]);
-        char held[CK_GROUP_KEY_MAX + sizeof CK_GRAPH_KEPT];
+        char buf[CK_GROUP_KEY_MAX], held[CK_GROUP_KEY_MAX + sizeof CK_GRAPH_KEPT];
+        const char *root = vt__ck_group_graph_root(&g[k], buf, sizeof buf);
         if (root)
             snprintf(held, sizeof held, "%s" CK_GRAPH_KEPT, root);
         fprintf(f, ",\"held_by\":");
