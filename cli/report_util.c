@@ -450,10 +450,13 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
     bool has_python = vt__report_stack_has_python(s, fr, shown);
     /* Where the program's own code is on the stack, its lines lead: the
      * libraries' Python frames inside it (torch's modules) and the native
-     * frames under them (the framework's, the interpreter's) are folded. */
+     * frames under them (the framework's, the interpreter's) are folded.
+     * Where only a library's Python code is (the DataLoader's pin-memory
+     * thread), its lines lead in the same way, the native frames folded. */
     bool has_user = !vt__report_all_frames && vt__report_stack_has_user_code(s, fr, shown);
+    bool fold_native = has_user || (!vt__report_all_frames && has_python);
     for (size_t i = 0; i < shown; i++) {
-        if (has_user && !vt__frame_is_python(s, fr[i])) {
+        if (fold_native && !vt__frame_is_python(s, fr[i])) {
             native++;
             continue;
         }

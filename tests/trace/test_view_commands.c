@@ -361,6 +361,43 @@ TEST(cli_leaks_leaves_out_what_a_forked_child_inherited)
         "\"FORK\"");
 }
 
+/* Memory a library's Python code allocated on a thread of its own (the
+ * DataLoader's pin-memory thread: torch's pin_memory.py under threading's
+ * bootstrap, no line of the program): leaks names it by those Python lines,
+ * the native frames inside and under them folded as where the program's
+ * own lines lead (they printed as 17 demangled C++ frames first). */
+TEST(cli_leaks_names_a_library_threads_memory_by_its_python_lines)
+{
+    struct snap_builder g = gen_begin();
+    static const char pin[] = "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/"
+                              "pin_memory.py";
+    uint32_t clone = gen_frame(&g, 0x7f1000002000, "/usr/lib/libc.so.6", "clone3", NULL, 0);
+    uint32_t boot = gen_frame(&g, 0, "python", "_bootstrap",
+                              "/usr/lib/python3.11/threading.py", 1002);
+    uint32_t loop = gen_frame(&g, 0, "python", "_pin_memory_loop", pin, 52);
+    uint32_t pinning = gen_frame(&g, 0, "python", "pin_memory", pin, 57);
+    uint32_t op = gen_frame(&g, 0x7f2000003000, "/venv/lib/libtorch_cpu.so",
+                            "at::native::_pin_memory(at::Tensor const&, std::optional<c10::Device>)",
+                            NULL, 0);
+    uint32_t host = gen_frame(&g, 0x7f0000001000, "/usr/lib/libvramtrace.so.0", "cudaHostAlloc",
+                              NULL, 0);
+    uint32_t st = gen_node(&g, gen_node(&g, gen_node(&g, gen_node(&g, gen_node(&g, 0, clone),
+                                                                  boot), loop), pinning), op);
+    st = gen_node(&g, st, host);
+    vt__event *e = gen_ev(&g, VT_EV_ALLOC, 1, 100);
+    e->addr = 0x100000; e->size = 1024 * 1024; e->stack = st;
+    const char *p = write_snap(g.s, "pinned.vtsnap");
+    ASSERT_EQ(view("leaks", p, ""), 0);
+    ASSERT_STR_CONTAINS(out, "Leak of 1 MiB in 1 allocation from:\n"
+                             "    #2 pin_memory /venv/lib/python3.11/site-packages/torch/utils/"
+                             "data/_utils/pin_memory.py:57\n");
+    ASSERT_STR_CONTAINS(out, "    #4 _bootstrap /usr/lib/python3.11/threading.py:1002\n");
+    ASSERT_STR_CONTAINS(out, "(3 native frames under them hidden; --all-frames shows them)");
+    ASSERT_MSG(!strstr(out, " 0x"), "%s", out);
+    ASSERT_EQ(view("leaks", p, "--all-frames"), 0);
+    ASSERT_STR_CONTAINS(out, "#1 0x00007f2000003000 in at::native::_pin_memory(");
+}
+
 /* A device of our own as root: should a check ever break, the machine's
  * /dev/null must not be what is lost. */
 static void char_device(char *dev, size_t len)
