@@ -10,9 +10,10 @@
  *
  *   SUMMARY: vramtrace: 72 MiB alive in 5 allocations from 2 stacks.
  *
- * The program's own allocations come first; the libraries' handles and
- * workspaces (cuBLAS, cuDNN, NCCL: kept and reused by design) after them,
- * under a line that says so. `--top N` lists the N largest groups of each.
+ * The program's own allocations come first; PyTorch's pinned host cache's
+ * blocks after them (kept for reuse: the hooks see the block, not whether a
+ * tensor is on it), then the libraries' handles and workspaces (cuBLAS,
+ * cuDNN, NCCL: kept and reused by design), each part under a line that says so. `--top N` lists the N largest groups of each.
  *
  * Memory the cache did not serve (managed, pinned host, pitched, arrays,
  * explicit pools, VMM: trace/snap/passthrough.h) is listed the same way, its
@@ -36,9 +37,9 @@ static const char usage_text[] =
     "usage: vramtrace " VT__USAGE_LEAKS "\n"
     "\n"
     "Allocations alive at the snapshot, grouped by allocation stack, largest\n"
-    "first: the program's own, then the libraries' handles and workspaces\n"
-    "(cuBLAS, cuDNN, NCCL). Pending frees (freed, waiting for stream events)\n"
-    "are not listed.\n"
+    "first: the program's own, then PyTorch's pinned host cache's blocks, then\n"
+    "the libraries' handles and workspaces (cuBLAS, cuDNN, NCCL). Pending frees\n"
+    "(freed, waiting for stream events) are not listed.\n"
     "\n"
     "  --all-frames  every frame: where the program's own Python code is on a\n"
     "                stack only its lines are shown (innermost first); this adds\n"
@@ -49,10 +50,17 @@ static const char usage_text[] =
 
 #define CACHED_KIND 0xff   /* a block of the cache (struct group.kind) */
 
+/* The parts of the report, in order. */
+enum part {
+    PART_PROGRAM,            /* the program's own */
+    PART_HOST_CACHE,         /* PyTorch's pinned host cache's blocks */
+    PART_WORKSPACE,          /* the libraries' handles and workspaces */
+};
+
 struct group {
     uint32_t stack;
     uint8_t kind;            /* enum vt__passthrough_kind, or CACHED_KIND */
-    uint8_t workspace;       /* a library's own handle or workspace */
+    uint8_t part;            /* enum part */
     uint64_t bytes, count, before;
 };
 
@@ -66,12 +74,13 @@ static int cmp_stack(const void *a, const void *b)
     return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
-/* The program's groups first, then the libraries' workspaces; largest first. */
+/* The program's groups first, then PyTorch's host cache's, then the
+ * libraries' workspaces; largest first. */
 static int cmp_bytes(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
-    if (x->workspace != y->workspace)
-        return x->workspace ? 1 : -1;
+    if (x->part != y->part)
+        return x->part < y->part ? -1 : 1;
     return vt__report_cmp_bytes(x->bytes, x->stack, y->bytes, y->stack);
 }
 
@@ -82,7 +91,8 @@ static void print_group(const vt__snapshot_data *s, const struct group *g, bool 
     if (g->kind != CACHED_KIND)
         printf(" (%s)", vt__passthrough_kind_name((enum vt__passthrough_kind)g->kind));
     printf(" in %" PRIu64 " allocation%s from:\n", g->count, g->count == 1 ? "" : "s");
-    const vt__frame *lib = g->workspace ? vt__report_library_workspace(s, g->stack) : NULL;
+    const vt__frame *lib = g->part == PART_WORKSPACE ? vt__report_library_workspace(s, g->stack)
+                           : NULL;
     if (lib && !vt__report_all_frames) {
         printf("    the library's: ");
         vt__report_frame_text(stdout, s, lib);
@@ -151,20 +161,26 @@ static int view_leaks(const char *path, const vt__snapshot_data *s, const vt__ti
         }
     }
     for (size_t i = 0; i < m; i++)
-        g[i].workspace = vt__report_library_workspace(s, g[i].stack) != NULL;
+        g[i].part = vt__report_library_workspace(s, g[i].stack) ? PART_WORKSPACE
+                    : g[i].kind == VT_PTK_PINNED_HOST && vt__report_host_cache(s, g[i].stack)
+                        ? PART_HOST_CACHE
+                        : PART_PROGRAM;
     qsort(g, m, sizeof *g, cmp_bytes);
     char b[32];
     bool has_python = vt__report_snapshot_has_python(s);
-    size_t shown = 0, hidden = 0, nprogram = 0;
-    while (nprogram < m && !g[nprogram].workspace)
-        nprogram++;
+    size_t shown = 0, hidden = 0;
     for (size_t i = 0; i < m; i++) {
-        if (i == nprogram) {
-            uint64_t wbytes = 0;
-            for (size_t k = nprogram; k < m; k++)
-                wbytes += g[k].bytes;
-            printf("The libraries' own handles and workspaces (cuBLAS, cuDNN, NCCL), kept and "
-                   "reused by design: %s\n\n", vt__fmt_bytes(wbytes, b));
+        if (g[i].part != PART_PROGRAM && (!i || g[i - 1].part != g[i].part)) {
+            uint64_t part_bytes = 0;
+            for (size_t k = i; k < m && g[k].part == g[i].part; k++)
+                part_bytes += g[k].bytes;
+            if (g[i].part == PART_HOST_CACHE)
+                printf("PyTorch's pinned host memory cache, its blocks kept for reuse (the tensors "
+                       "on them are not seen: alive or cached), each at the line whose pinned "
+                       "tensor made it: %s\n\n", vt__fmt_bytes(part_bytes, b));
+            else
+                printf("The libraries' own handles and workspaces (cuBLAS, cuDNN, NCCL), kept and "
+                       "reused by design: %s\n\n", vt__fmt_bytes(part_bytes, b));
             shown = 0;
         }
         if (top_groups && shown == top_groups) {

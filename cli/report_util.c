@@ -517,6 +517,16 @@ const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32
     return NULL;
 }
 
+const vt__frame *vt__report_host_cache(const vt__snapshot_data *s, uint32_t id)
+{
+    const vt__frame *fr[512];
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 512);
+    for (size_t i = 0; i < n && i < 512; i++)
+        if (vt__frame_makes_host_cache_block(s, fr[i]))
+            return fr[i];
+    return NULL;
+}
+
 const char *vt__kind_name(unsigned kind, char *buf, size_t len)
 {
     static const char *names[VT_EV_KIND_COUNT] = {

@@ -157,6 +157,10 @@ void vt__report_stack(FILE *out, const vt__snapshot_data *s, uint32_t stack, con
  * that called the allocator), else NULL. */
 const vt__frame *vt__report_library_workspace(const vt__snapshot_data *s, uint32_t id);
 
+/* The frame of PyTorch's pinned host cache that made stack `id`'s block
+ * (vt__frame_makes_host_cache_block), or NULL. */
+const vt__frame *vt__report_host_cache(const vt__snapshot_data *s, uint32_t id);
+
 /* The allocator's state at the snapshot, per device (STATE section). */
 typedef struct vt__state_totals {
     uint64_t allocated, allocated_blocks;  /* active_allocated blocks */

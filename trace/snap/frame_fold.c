@@ -111,3 +111,9 @@ bool vt__frame_makes_library_workspace(const vt__snapshot_data *s, const vt__fra
             return true;
     return false;
 }
+
+bool vt__frame_makes_host_cache_block(const vt__snapshot_data *s, const vt__frame *f)
+{
+    return !vt__frame_is_python(s, f) &&
+           strstr(vt__snapshot_string(s, f->function), "CachingHostAllocator") != NULL;
+}

@@ -236,6 +236,12 @@ enum vt__frame_fold vt__frame_fold(const vt__snapshot_data *s, const vt__frame *
  * line's tensor. */
 bool vt__frame_makes_library_workspace(const vt__snapshot_data *s, const vt__frame *f);
 
+/* Whether native frame f is PyTorch's pinned host memory cache making a block
+ * (at::CachingHostAllocatorImpl, CUDACachingHostAllocatorImpl's
+ * allocate_host_memory_slowpath): kept for reuse until the program empties
+ * the host cache, whether or not a tensor is on it (frame_fold.c). */
+bool vt__frame_makes_host_cache_block(const vt__snapshot_data *s, const vt__frame *f);
+
 /* Whether a state segment's pool is an observed framework allocator's
  * (VT_POOL_FRAMEWORK_*, read from FRAMEWORK_STATE). */
 static inline bool vt__pool_is_framework(uint8_t pool)
