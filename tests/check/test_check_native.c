@@ -844,4 +844,32 @@ TEST(findings_kept_under_one_call_of_the_program_are_one_cause)
     synth_fini(&y);
 }
 
+/* Under track(), what a loop keeps after the last mark is said with what
+ * holds its tensors, as the other rules' findings are (a Lightning module's
+ * validation outputs never cleared: the last validation's, after the last
+ * optimizer step, are never freed; their chain was in the JSON only). */
+TEST(a_never_freed_finding_under_track_says_what_holds_its_tensors)
+{
+    synth y;
+    setup_module_keeping(&y, 5000, "list", ".kept");
+    steps(&y, 1, 6);
+    for (int k = 0; k < 8; k++) {   /* the validation after the last step */
+        synth_tick(&y, 100000000);
+        synth_alloc(&y, 0x7fb000000000ull, 2 * MiB, st_act);   /* its activations */
+        uint64_t t = 100 + (uint64_t)k;
+        synth_new_tensor(&y, t, 0x7f6000000000ull + (uint64_t)k * 2 * MiB, MiB,
+                         "pred = self.net(x) (train.py:28, aten.addmm out[0])", st_fwd);
+        synth_ref(&y, 5001, t, item_label(k));
+        synth_free(&y, 0x7fb000000000ull);
+    }
+    synth_tick(&y, 50000000);
+    vt__check_report *r = check(&y, NULL);   /* the rules run by default, never-freed there alone */
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_NEVER_FREED);
+    ASSERT(f->npaths >= 1);
+    assert_rendered_says(r, &y, 0, "   held by (at the end):\n"
+                                   "     module __main__.kept \xe2\x86\x92 list[");
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 TEST_MAIN()

@@ -805,9 +805,13 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
                                                           : "while growing, from its first judged mark")
                                                    : "since allocation (longest)",
                 paused, vt__fmt_byte_seconds(x->byte_seconds, b2));
+        /* never-freed and outlier judge blocks: under track() their chains
+         * are said where a walk found the tensors on them (a Lightning
+         * module's validation outputs never cleared: the last epoch's are
+         * never freed, the list keeps them) */
         if (x->rule == VT_CHECK_RULE_LINGER || x->rule == VT_CHECK_RULE_PINNED ||
             x->rule == VT_CHECK_RULE_CYCLE || x->rule == VT_CHECK_RULE_TAPE ||
-            x->rule == VT_CHECK_RULE_GROWTH) {
+            x->rule == VT_CHECK_RULE_GROWTH || x->npaths) {
             int no_holder = vt__check_paths_name_no_holder(x);   /* its paths then say nothing more */
             if (!x->npaths && !x->ntensors)
                 /* PyTorch's blocks observed without track(): nothing to
