@@ -10,7 +10,9 @@
  * through chains of any length), up to the first container after its first
  * hop (an optimizer's state keeps exp_avg and exp_avg_sq of one parameter
  * under two keys; a list of model outputs keeps logits as items and a
- * key/value cache as fields of a cache object: one cause each). A finding with no
+ * key/value cache as fields of a cache object: one cause each), without the
+ * root a walk came in by where the holder is an object's attribute (the
+ * step method's `self`, main's `trainer`: one list). A finding with no
  * holder recorded (made after the last walk) joins the group of its rule
  * and line that has one; one whose chain into a graph has no root, the
  * graph group of its rule and line that names one. Growth findings, and
