@@ -699,7 +699,7 @@ TEST(cli_compare_aligns_ranks_by_mark_and_names_the_rank_that_grows)
     OUT_HAS("\"growth\":{\"marks\":8,\"labels\":[\"step 1\",",
             "{\"rank\":3,\"label\":\"rank 3\",\"marks\":8,\"alive\":[9437184,10485760,",
             "\"per_step\":1048576,\"judged\":{\"first_mark\":2,\"last_mark\":7},"
-            "\"differs\":true,\"sites\":[{\"site\":\"keep_recv_buffer stage.c:41\","
+            "\"flat\":false,\"differs\":true,\"sites\":[{\"site\":\"keep_recv_buffer stage.c:41\","
             "\"per_step\":1048576,\"others_per_step\":0,",
             /* recorded without track(): nothing known to hold it */
             "\"first_bytes\":3145728,\"last_bytes\":8388608,\"held_by\":null}");
@@ -718,6 +718,28 @@ TEST(cli_compare_aligns_ranks_by_mark_and_names_the_rank_that_grows)
 
 /* `import x.vtsnap` would write x.vtsnap.vtsnap: it says what import is for
  * and writes nothing; with -o it copies. */
+/* Every rank keeping a little every step, each step under the bound that
+ * tells ranks apart (64 KiB), over the run far more (32 KiB a step, 40
+ * steps: minGPT-ddp keeping each step's predictions on both ranks read
+ * "every rank is flat"): they grow alike. */
+TEST(cli_compare_of_ranks_keeping_a_little_every_step_says_they_grow_alike)
+{
+    char args[1024] = "compare", name[64];
+    for (int r = 0; r < 2; r++) {
+        snprintf(name, sizeof name, "slow%d.vtsnap", r);
+        const char *p = write_snap(gen_rank(r, 40, 32 * 1024), name);
+        snprintf(args + strlen(args), sizeof args - strlen(args), " '%s'", p);
+    }
+    ASSERT_MSG(run(args) == 0, "%s", errout);
+    OUT_HAS("rank 0 +32 KiB, rank 1 +32 KiB\n",
+            "no rank's growth differs from the others': they grow alike\n");
+    ASSERT_MSG(!strstr(out, "flat"), "%s", out);
+    char json[1100];
+    snprintf(json, sizeof json, "compare --json%s", args + strlen("compare"));
+    ASSERT_MSG(run(json) == 0, "%s", errout);
+    OUT_HAS("\"flat\":false,\"differs\":false");
+}
+
 TEST(cli_import_of_a_vtsnap_says_it_is_one_already)
 {
     const char *a = write_snap(gen_begin().s, "already.vtsnap");
