@@ -13,7 +13,8 @@
  * The program's own allocations come first; PyTorch's pinned host cache's
  * blocks after them (kept for reuse: the hooks see the block, not whether a
  * tensor is on it), then the libraries' handles and workspaces (cuBLAS,
- * cuDNN, NCCL: kept and reused by design), each part under a line that says so. `--top N` lists the N largest groups of each.
+ * cuDNN, NCCL: kept and reused by design), each part under a line that
+ * says so. `--top N` lists the N largest groups of each.
  *
  * Memory the cache did not serve (managed, pinned host, pitched, arrays,
  * explicit pools, VMM: trace/snap/passthrough.h) is listed the same way, its
