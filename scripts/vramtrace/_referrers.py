@@ -486,6 +486,14 @@ def walk_referrers(starts: Dict[NodeKey, Any],
         w.held.clear()
 
 
+def _looks_like_module_namespace(obj: Any) -> bool:
+    """Whether ``obj`` is a dict with the keys every module's __dict__ has
+    (a module made by types.ModuleType, one not in sys.modules, as well);
+    its str keys are compared by the interpreter, no code of the program's
+    runs."""
+    return type(obj) is dict and "__name__" in obj and "__spec__" in obj and "__loader__" in obj
+
+
 def _is_module_namespace(obj: Any) -> bool:
     """Whether ``obj`` is a module's __dict__ (read without running code of
     the program's: a dict's item and sys.modules)."""
@@ -784,7 +792,11 @@ class _Walker:
                     continue   # a running frame's locals: frame_edges; ours: never
                 for x in gc.get_referents(r):
                     key = want.get(id(x))
-                    if key is None or n_in.get(key, 0) >= self.max_breadth:
+                    # A module's namespace is a root: past the breadth still
+                    # (a framework's trainer is referred to by dozens of its
+                    # own parts, met before the script's globals that hold it)
+                    if key is None or (n_in.get(key, 0) >= self.max_breadth
+                                       and not _looks_like_module_namespace(r)):
                         continue
                     # A referrer that names no holder (a function's
                     # __globals__: the module is the namespace's holder)

@@ -342,6 +342,30 @@ def test_a_module_with_more_functions_than_the_breadth_is_still_the_root():
     assert ("module hooks_mod", ".stash") in _labels(res), _chains(res)
 
 
+def test_an_object_with_more_referrers_than_the_breadth_is_still_reached_from_its_module():
+    """A framework's trainer is referred to by dozens of its own parts (each
+    connector and loop keeps `.trainer`); the module global that holds it
+    is a root, not crowded out by them: Lightning's validation outputs were
+    named through a cycle among the trainer's parts at the exit walk, not
+    from `module __main__.trainer`."""
+    import types
+
+    class Trainer:
+        pass
+
+    class Connector:
+        def __init__(self, trainer):
+            self.trainer = trainer
+
+    mod = types.ModuleType("train_mod")
+    mod.trainer = Trainer()
+    gc.collect()   # the module into the oldest generation: the connectors are met first
+    mod.trainer.parts = [Connector(mod.trainer) for _ in range(20)]
+    mod.trainer.outputs = [Payload()]
+    res = _walk(mod.trainer.outputs[0], max_breadth=4)
+    assert ("module train_mod", ".trainer") in _labels(res), _chains(res)
+
+
 def test_cycle_garbage_is_found_without_a_root(no_gc):
     class Node:
         pass
