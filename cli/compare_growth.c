@@ -333,7 +333,6 @@ static const char *mark_label(const vt__growth *g, size_t k)
     return g->labels[k];
 }
 
-
 /* Whether a judged rank reads as flat: its slope within a thousandth of the
  * ranks' bytes a step (g->flat), and not growing by more than that over its
  * judged steps by the rule check's growth finding uses (minGPT-ddp keeping
