@@ -22,10 +22,47 @@ int vt__ck_cmp_key(const void *a, const void *b)
     return c ? c : vt__order(x->idx, y->idx);
 }
 
-uint64_t vt__ck_free_line(const ck_model *m, uint32_t free_stack)
+int vt__ck_line_memo_init(ck_line_memo *lm, const vt__snapshot_data *s)
 {
-    uint64_t line = vt__snapshot_python_line(m->s, free_stack);
-    return line ? line : (1ull << 63) | free_stack;
+    memset(lm, 0, sizeof *lm);
+    lm->s = s;
+    return vt__u64map_init(&lm->of_stack, 256);
+}
+
+int vt__ck_line_of(ck_line_memo *lm, uint32_t stack, uint64_t *line)
+{
+    uint32_t k = vt__u64map_get(&lm->of_stack, stack);
+    if (k != VT__U64MAP_NONE) {
+        *line = lm->line[k];
+        return 0;
+    }
+    if (lm->n == lm->cap) {
+        size_t cap = lm->cap ? 2 * lm->cap : 256;
+        uint64_t *l = realloc(lm->line, cap * sizeof *l);
+        if (!l)
+            return -ENOMEM;
+        lm->line = l;
+        lm->cap = cap;
+    }
+    if (vt__u64map_put(&lm->of_stack, stack, (uint32_t)lm->n) < 0)
+        return -ENOMEM;
+    *line = lm->line[lm->n++] = vt__snapshot_python_line(lm->s, stack);
+    return 0;
+}
+
+int vt__ck_free_line(ck_line_memo *lm, uint32_t free_stack, uint64_t *key)
+{
+    int rc = vt__ck_line_of(lm, free_stack, key);
+    if (!rc && !*key)
+        *key = (1ull << 63) | free_stack;
+    return rc;
+}
+
+void vt__ck_line_memo_free(ck_line_memo *lm)
+{
+    vt__u64map_free(&lm->of_stack);
+    free(lm->line);
+    memset(lm, 0, sizeof *lm);
 }
 
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */

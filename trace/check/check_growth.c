@@ -265,7 +265,8 @@ static int judged_spans(ck_model *m, const vt__check_options *opt, vt__check_rep
             st->ignore_counted = 1;
             continue;
         }
-        sp[n++] = (span){ vt__ck_window_site_of(m, st, &ws), (uint32_t)i, (uint32_t)a, (uint32_t)b };
+        sp[n++] = (span){ vt__ck_window_site_of(m, st, &ws), (uint32_t)i, (uint32_t)a,
+                          (uint32_t)b };
     }
     vt__ck_window_sites_free(&ws);
     if (n)
@@ -525,26 +526,31 @@ static int fit_marks(const int64_t *delta, size_t nm, uint64_t *v, vt__check_gro
 }
 
 /* The line most of a site's storages sp[s0..s1) freed in the window were
- * freed at (0: none freed, or no line is most of them). */
-static uint64_t dominant_free_line(const ck_model *m, const span *sp, size_t s0, size_t s1)
+ * freed at, into *out (0: none freed, or no line is most of them). 0 or
+ * -ENOMEM. */
+static int dominant_free_line(const ck_model *m, ck_line_memo *lm, const span *sp, size_t s0,
+                              size_t s1, uint64_t *out)
 {
-    uint64_t cand = 0;
+    uint64_t cand = 0, line;
     uint32_t votes = 0, nfreed = 0, n = 0;
     for (size_t k = s0; k < s1; k++) {   /* the majority vote: one pass */
         const ck_storage *st = &m->st[sp[k].idx];
         if (!st->freed || !st->free_stack)
             continue;
+        if (vt__ck_free_line(lm, st->free_stack, &line) < 0)
+            return -ENOMEM;
         nfreed++;
-        uint64_t line = vt__ck_free_line(m, st->free_stack);
         if (!votes)
             cand = line;
         votes += line == cand ? 1 : (uint32_t)-1;
     }
-    for (size_t k = s0; k < s1 && nfreed; k++) {
+    for (size_t k = s0; k < s1 && nfreed; k++) {   /* every stack looked up: no allocation */
         const ck_storage *st = &m->st[sp[k].idx];
-        n += st->freed && st->free_stack && vt__ck_free_line(m, st->free_stack) == cand;
+        if (st->freed && st->free_stack && vt__ck_free_line(lm, st->free_stack, &line) == 0)
+            n += line == cand;
     }
-    return 2 * n > nfreed ? cand : 0;
+    *out = 2 * n > nfreed ? cand : 0;
+    return 0;
 }
 
 /* Whether the storages of every site whose frees in the window were mostly
@@ -557,35 +563,27 @@ static uint64_t dominant_free_line(const ck_model *m, const span *sp, size_t s0,
  * per step" at `select_action`). Each line's growth is then a share moving
  * between lines that one container holds, not memory growing. @return 1,
  * 0, or -ENOMEM. */
-static int co_freed_grow(const ck_model *m, const span *sp, const size_t *site_at,
-                         size_t nsites, uint64_t line, int64_t *delta, uint64_t *v)
+static int co_freed_grow(const ck_model *m, ck_line_memo *lm, const span *sp,
+                         const size_t *site_at, size_t nsites, uint64_t line, int64_t *delta,
+                         uint64_t *v)
 {
-    vt__u64map at_line;   /* free stack -> 1: frees at the line, 2: elsewhere */
-    if (vt__u64map_init(&at_line, 64) < 0)
-        return -ENOMEM;
     size_t nm = m->nmarks;
     memset(delta, 0, (nm + 1) * sizeof *delta);
     for (size_t g = 0; g < nsites; g++) {
         uint32_t nfreed = 0, nat = 0;
         for (size_t k = site_at[g]; k < site_at[g + 1]; k++) {
             const ck_storage *st = &m->st[sp[k].idx];
+            uint64_t at;
             if (!st->freed || !st->free_stack)
                 continue;
-            uint32_t at = vt__u64map_get(&at_line, st->free_stack);
-            if (at == VT__U64MAP_NONE) {
-                at = vt__ck_free_line(m, st->free_stack) == line ? 1 : 2;
-                if (vt__u64map_put(&at_line, st->free_stack, at) < 0) {
-                    vt__u64map_free(&at_line);
-                    return -ENOMEM;
-                }
-            }
+            if (vt__ck_free_line(lm, st->free_stack, &at) < 0)
+                return -ENOMEM;
             nfreed++;
-            nat += at == 1;
+            nat += at == line;
         }
         if (2 * nat > nfreed)
             add_spans(m, sp, site_at[g], site_at[g + 1], delta);
     }
-    vt__u64map_free(&at_line);
     vt__check_growth g;
     return fit_marks(delta, nm, v, &g) < 0 ? -ENOMEM : g.grows;
 }
@@ -603,6 +601,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
     uint64_t *v = malloc(nm * sizeof *v);
     size_t *site_at = NULL;
     vt__u64map line_grows = {0};   /* free line -> whether its lines grow together */
+    ck_line_memo lm = {0};
     int rc = 0;
     if (!sp || !delta || !v) {
         rc = -ENOMEM;
@@ -616,7 +615,7 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
     for (size_t k = 0; k < n; k++)
         nsites += !k || sp[k].stack != sp[k - 1].stack;
     site_at = malloc((nsites + 1) * sizeof *site_at);
-    if (!site_at || vt__u64map_init(&line_grows, 16) < 0) {
+    if (!site_at || vt__u64map_init(&line_grows, 16) < 0 || vt__ck_line_memo_init(&lm, m->s) < 0) {
         rc = -ENOMEM;
         goto out;
     }
@@ -633,13 +632,15 @@ int vt__ck_rule_growth(ck_model *m, const vt__check_options *opt, ck_findings *f
         rc = fit_marks(delta, nm, v, &gr);
         if (rc || !gr.grows)
             continue;
-        uint64_t line = dominant_free_line(m, sp, s0, s1);
+        uint64_t line;
+        if ((rc = dominant_free_line(m, &lm, sp, s0, s1, &line)) < 0)
+            break;
         if (line) {
             /* once a line: a graph kept across batches grows at every op's
              * line, all freed at one */
             uint32_t grow = vt__u64map_get(&line_grows, line);
             if (grow == VT__U64MAP_NONE) {
-                int got = co_freed_grow(m, sp, site_at, nsites, line, delta, v);
+                int got = co_freed_grow(m, &lm, sp, site_at, nsites, line, delta, v);
                 if (got < 0 || vt__u64map_put(&line_grows, line, (uint32_t)got) < 0) {
                     rc = -ENOMEM;
                     break;
@@ -657,5 +658,6 @@ out:
     free(v);
     free(site_at);
     vt__u64map_free(&line_grows);
+    vt__ck_line_memo_free(&lm);
     return rc;
 }

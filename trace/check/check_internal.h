@@ -372,10 +372,24 @@ int vt__ck_cmp_key(const void *a, const void *b);
 
 /* Upper median of v[0..n) (reorders v); 0 for n == 0. */
 uint64_t vt__ck_median(uint64_t *v, size_t n);
-/* Where a free stack frees, as a key: its innermost Python line (a
- * container's eviction frees its items through several native paths, a
- * view's and a base's), else the stack itself. */
-uint64_t vt__ck_free_line(const ck_model *m, uint32_t free_stack);
+/* vt__snapshot_python_line once per stack: a window's storages share few
+ * stacks. */
+typedef struct ck_line_memo {
+    const vt__snapshot_data *s;
+    vt__u64map of_stack;   /* stack -> index into line */
+    uint64_t *line;
+    size_t n, cap;
+} ck_line_memo;
+/* 0 or -ENOMEM (lm zeroed, safe to free). */
+int vt__ck_line_memo_init(ck_line_memo *lm, const vt__snapshot_data *s);
+/* Stack's innermost Python line (vt__snapshot_python_line: 0 for none)
+ * into *line: 0, or -ENOMEM. */
+int vt__ck_line_of(ck_line_memo *lm, uint32_t stack, uint64_t *line);
+/* Where a free stack frees, as a key, into *key: its innermost Python line
+ * (a container's eviction frees its items through several native paths, a
+ * view's and a base's), else the stack itself. 0, or -ENOMEM. */
+int vt__ck_free_line(ck_line_memo *lm, uint32_t free_stack, uint64_t *key);
+void vt__ck_line_memo_free(ck_line_memo *lm);
 
 /* Whether storage sti is not judged: 2 when it is in host memory and the
  * model skips host storages (vt__check_host), 1 when --ignore skips it (a

@@ -50,36 +50,6 @@
 #define KEPT_MIN_LINES 2      /* lines of Python in one cohort */
 #define KEPT_MIN_SIBLINGS 2   /* a line's blocks that died within their step */
 
-/* vt__snapshot_python_line once per stack: the window's storages share few stacks. */
-typedef struct line_memo {
-    const vt__snapshot_data *s;
-    vt__u64map of_stack;   /* stack -> index into line */
-    uint64_t *line;
-    size_t n, cap;
-} line_memo;
-
-/* vt__snapshot_python_line(stack) into *line: 0, or -ENOMEM. */
-static int memo_line(line_memo *lm, uint32_t stack, uint64_t *line)
-{
-    uint32_t k = vt__u64map_get(&lm->of_stack, stack);
-    if (k != VT__U64MAP_NONE) {
-        *line = lm->line[k];
-        return 0;
-    }
-    if (lm->n == lm->cap) {
-        size_t cap = lm->cap ? 2 * lm->cap : 256;
-        uint64_t *l = realloc(lm->line, cap * sizeof *l);
-        if (!l)
-            return -ENOMEM;
-        lm->line = l;
-        lm->cap = cap;
-    }
-    if (vt__u64map_put(&lm->of_stack, stack, (uint32_t)lm->n) < 0)
-        return -ENOMEM;
-    *line = lm->line[lm->n++] = vt__snapshot_python_line(lm->s, stack);
-    return 0;
-}
-
 typedef struct cand {
     uint32_t from, to;   /* the step it was made in, the one it was freed in */
     uint64_t line;
@@ -106,7 +76,7 @@ static int judged(const ck_storage *st)
 
 /* Each line's blocks that died within their step: the retired ones (closed
  * before the next mark, counted by call site) and the window's kept ones. */
-static int count_short(const ck_model *m, line_memo *lm, vt__u64map *shorts, uint32_t *count,
+static int count_short(const ck_model *m, ck_line_memo *lm, vt__u64map *shorts, uint32_t *count,
                        size_t cap, size_t *nlines)
 {
     for (size_t i = 0; i < m->nsites + m->nst; i++) {
@@ -122,7 +92,7 @@ static int count_short(const ck_model *m, line_memo *lm, vt__u64map *shorts, uin
             stack = st->alloc_stack;
         }
         uint64_t line;
-        if (memo_line(lm, stack, &line) < 0)
+        if (vt__ck_line_of(lm, stack, &line) < 0)
             return -ENOMEM;
         if (!line)
             continue;
@@ -165,13 +135,13 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         return 0;
     size_t cap = m->nsites + m->nst + 1, nlines = 0, nc = 0;
     vt__u64map shorts = { 0 };
-    line_memo lm = { .s = m->s };
+    ck_line_memo lm = { 0 };
     uint32_t *count = malloc(cap * sizeof *count), *idx = malloc(cap * sizeof *idx);
     uint64_t *start = malloc(cap * sizeof *start);
     cand *c = malloc(cap * sizeof *c);
     int rc = -ENOMEM;
     if (!count || !idx || !start || !c || vt__u64map_init(&shorts, 256) < 0 ||
-        vt__u64map_init(&lm.of_stack, 256) < 0 ||
+        vt__ck_line_memo_init(&lm, m->s) < 0 ||
         count_short(m, &lm, &shorts, count, cap, &nlines) < 0)
         goto out;
     for (size_t i = 0; i < m->nst; i++) {
@@ -188,7 +158,7 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
         if (from == 0 || to < from + 2 || to >= m->nmarks)
             continue;
         uint64_t line;
-        if (memo_line(&lm, st->alloc_stack, &line) < 0) {
+        if (vt__ck_line_of(&lm, st->alloc_stack, &line) < 0) {
             rc = -ENOMEM;
             goto out;
         }
@@ -216,8 +186,7 @@ int vt__ck_rule_kept_call(ck_model *m, const vt__check_options *opt, ck_findings
     }
 out:
     vt__u64map_free(&shorts);
-    vt__u64map_free(&lm.of_stack);
-    free(lm.line);
+    vt__ck_line_memo_free(&lm);
     free(count);
     free(idx);
     free(start);
@@ -383,14 +352,14 @@ int vt__ck_kept_under_call(ck_model *m, ck_findings *fs)
         return 0;
     size_t cap = m->nsites + m->nst + 1, nlines = 0, nc = 0;
     vt__u64map shorts = { 0 };
-    line_memo lm = { .s = s };
+    ck_line_memo lm = { 0 };
     call_counts cc = { 0 };
     uint32_t *count = malloc(cap * sizeof *count);
     uint8_t *memo = calloc(s->nframes, 1);
     under_cand *c = malloc(fs->n * sizeof *c);
     int rc = -ENOMEM;
     if (!count || !memo || !c || vt__u64map_init(&shorts, 256) < 0 ||
-        vt__u64map_init(&lm.of_stack, 256) < 0 || vt__u64map_init(&cc.under, 256) < 0 ||
+        vt__ck_line_memo_init(&lm, m->s) < 0 || vt__u64map_init(&cc.under, 256) < 0 ||
         count_short(m, &lm, &shorts, count, cap, &nlines) < 0 || count_calls(&cc, m, memo) < 0)
         goto out;
     for (size_t i = 0; i < fs->n; i++) {
@@ -399,7 +368,7 @@ int vt__ck_kept_under_call(ck_model *m, ck_findings *fs)
             f->owner_id || !f->alloc_stack)
             continue;
         uint64_t line;
-        if (memo_line(&lm, f->alloc_stack, &line) < 0)
+        if (vt__ck_line_of(&lm, f->alloc_stack, &line) < 0)
             goto out;
         uint32_t k = line ? vt__u64map_get(&shorts, line) : VT__U64MAP_NONE;
         uint32_t user = vt__snapshot_user_node(s, f->alloc_stack);
@@ -432,9 +401,8 @@ int vt__ck_kept_under_call(ck_model *m, ck_findings *fs)
     rc = 0;
 out:
     vt__u64map_free(&shorts);
-    vt__u64map_free(&lm.of_stack);
+    vt__ck_line_memo_free(&lm);
     vt__u64map_free(&cc.under);
-    free(lm.line);
     free(cc.count);
     free(count);
     free(memo);

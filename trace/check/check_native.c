@@ -67,48 +67,65 @@ static size_t keys_of_group(const ck_key *keys, size_t n, size_t *at, uint32_t g
     return k;
 }
 
+/* How long the blocks made before the window and freed in it lived at
+ * least, by their free line (lived_for). */
+typedef struct old_frees {
+    vt__u64map until;     /* free line -> step (or ms since the window's start)
+                             of its last free of a block made before the window */
+    ck_line_memo lines;   /* free stack -> free line */
+} old_frees;
+
+/* of for lived_for, from every storage made before the window and freed in
+ * it at a free stack. 0 or -ENOMEM (of still to free). */
+static int old_frees_init(const ck_model *m, old_frees *of)
+{
+    if (vt__u64map_init(&of->until, 16) < 0 || vt__ck_line_memo_init(&of->lines, m->s) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->nst; i++) {
+        const ck_storage *st = &m->st[i];
+        uint64_t line;
+        if (st->retired || !st->before_window || !st->freed || !st->free_stack)
+            continue;
+        if (vt__ck_free_line(&of->lines, st->free_stack, &line) < 0)
+            return -ENOMEM;
+        uint64_t at = m->nmarks ? vt__ck_step_of(m, st->free_seq)
+                                : (st->free_time - m->start_time) / 1000000;
+        uint32_t was = vt__u64map_get(&of->until, line);
+        if (at >= UINT32_MAX)
+            at = UINT32_MAX - 1;
+        if ((was == VT__U64MAP_NONE || was < at) &&
+            vt__u64map_put(&of->until, line, (uint32_t)at) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static void old_frees_free(old_frees *of)
+{
+    vt__u64map_free(&of->until);
+    vt__ck_line_memo_free(&of->lines);
+}
+
 /* How long storage st lived before its free, in steps with marks, else in
  * time. One made before the window lived at least until the last block
  * made before the window that its free line let go of, of any site: a
  * container evicts in order, so it was older than that one (a replay
  * memory whose line evicted its last old transition steps before the end,
  * as the other line's came due: "53 steps" against a window whose oldest
- * alive one was 54: dqn_replay.py in a ring of 1 MiB, 504 KiB never freed).
- * last_old: free line -> step (or ms since the window's start) of its last
- * free of a block made before the window. */
-static uint64_t lived_for(const ck_model *m, const ck_storage *st, const vt__u64map *last_old)
+ * alive one was 54: dqn_replay.py in a ring of 1 MiB, 504 KiB never freed). */
+static uint64_t lived_for(const ck_model *m, const ck_storage *st, old_frees *of)
 {
     if (st->before_window) {
-        uint32_t until = vt__u64map_get(last_old, vt__ck_free_line(m, st->free_stack));
+        /* old_frees_init looked every such free stack up: no allocation */
+        uint64_t line;
+        uint32_t until = vt__ck_free_line(&of->lines, st->free_stack, &line) < 0
+                             ? VT__U64MAP_NONE : vt__u64map_get(&of->until, line);
         if (until == VT__U64MAP_NONE)   /* cannot be: st is one of them */
             return 0;
         return m->nmarks ? until : (uint64_t)until * 1000000;
     }
     return m->nmarks ? vt__ck_step_of(m, st->free_seq) - vt__ck_step_of(m, st->alloc_seq)
                      : st->free_time - st->alloc_time;
-}
-
-/* last_old for lived_for, from every storage made before the window and
- * freed in it at a free stack. 0 or -ENOMEM. */
-static int last_old_frees(const ck_model *m, vt__u64map *last_old)
-{
-    if (vt__u64map_init(last_old, 16) < 0)
-        return -ENOMEM;
-    for (size_t i = 0; i < m->nst; i++) {
-        const ck_storage *st = &m->st[i];
-        if (st->retired || !st->before_window || !st->freed || !st->free_stack)
-            continue;
-        uint64_t line = vt__ck_free_line(m, st->free_stack);
-        uint64_t at = m->nmarks ? vt__ck_step_of(m, st->free_seq)
-                                : (st->free_time - m->start_time) / 1000000;
-        uint32_t was = vt__u64map_get(last_old, line);
-        if (at >= UINT32_MAX)
-            at = UINT32_MAX - 1;
-        if ((was == VT__U64MAP_NONE || was < at) &&
-            vt__u64map_put(last_old, line, (uint32_t)at) < 0)
-            return -ENOMEM;
-    }
-    return 0;
 }
 
 /* Whether call site `site` (ns storages, in allocation order; gone, ngone:
@@ -128,7 +145,7 @@ static int last_old_frees(const ck_model *m, vt__u64map *last_old)
  * kept in a list) leaves allocations older than any the window freed, or
  * frees none: still flagged. In steps with marks, else in time. */
 static int keeps_a_window(const ck_model *m, const uint32_t *site, size_t ns, const ck_key *gone,
-                          size_t ngone, const vt__u64map *last_old, const uint32_t *grp, size_t ng)
+                          size_t ngone, old_frees *of, const uint32_t *grp, size_t ng)
 {
     size_t nfreed = 0;
     uint64_t longest = 0;
@@ -136,7 +153,7 @@ static int keeps_a_window(const ck_model *m, const uint32_t *site, size_t ns, co
         const ck_storage *st = &m->st[k < ns ? site[k] : gone[k - ns].idx];
         if (!st->freed)
             continue;
-        uint64_t lived = lived_for(m, st, last_old);
+        uint64_t lived = lived_for(m, st, of);
         if (m->nmarks ? lived < 2 : lived < VT_CHECK_TIME_MIN_NS)
             continue;   /* a temporary of its step (or second), not a window's */
         nfreed++;
@@ -225,7 +242,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     uint32_t *grp = malloc(cap * sizeof *grp);
     uint64_t *lstart = malloc(cap * sizeof *lstart);
     ck_key *keys = NULL, *gone = malloc((m->nst ? m->nst : 1) * sizeof *gone);
-    vt__u64map last_old = {0};
+    old_frees of = {0};
     int rc = 0;
     if (!idx || !tmp || !grp || !lstart || !gone) {
         rc = -ENOMEM;
@@ -252,7 +269,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
     /* made before the window, freed in it, their stack named by the free;
      * how long such ones lived at least, by free line */
     size_t ngone = freed_before_window(m, gone);
-    if (last_old_frees(m, &last_old) < 0) {
+    if (old_frees_init(m, &of) < 0) {
         rc = -ENOMEM;
         goto out;
     }
@@ -431,7 +448,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
                                       (marked || vt__ck_freed_between(m, tmin, tmax))
                                 : (ng >= 2 && frac && tmax - tmin >= frac && quiet <= tmax - tmin &&
                                    vt__ck_freed_between(m, tmin, tmax));
-            hit = hit && !keeps_a_window(m, site, ns, site_gone, nsite_gone, &last_old, grp, ng);
+            hit = hit && !keeps_a_window(m, site, ns, site_gone, nsite_gone, &of, grp, ng);
             if (hit) {
                 for (size_t k = 0; k < ng; k++)
                     lstart[k] = m->st[grp[k]].alloc_time;
@@ -454,7 +471,7 @@ int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules
 out:
     free(keys);
     free(gone);
-    vt__u64map_free(&last_old);
+    old_frees_free(&of);
     free(idx);
     free(tmp);
     free(grp);
