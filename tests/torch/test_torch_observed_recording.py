@@ -168,6 +168,17 @@ def test_two_devices_a_thread_dataloader_workers_and_empty_cache_as_without_vram
         assert segs_freed == 1
     rc, text = run([CLI, "summary", snap])
     assert re.search(r"segment frees ([2-9]|\d\d)", text), text[:2000]
+    # leaks: the pinned batches are PyTorch's host cache's blocks, listed apart
+    # from the program's own; the ones the DataLoader's pin-memory thread made
+    # are named by its Python lines, not by the C++ frames inside them
+    rc, text = run([CLI, "leaks", snap])
+    assert rc == 0, text[-3000:]
+    program, cache = text.split("PyTorch's pinned host memory cache, its blocks kept for reuse")
+    assert "(pinned host)" not in program, program[:3000]
+    pinned = cache.split("The libraries' own handles")[0]
+    thread = next((g for g in pinned.split("Leak of ")[1:] if "_pin_memory_loop" in g), "")
+    assert re.search(r"\n    #\d+ pin_memory \S+/pin_memory\.py:\d+", thread), pinned
+    assert " 0x" not in thread and "native frames under them hidden" in thread, thread
 
 
 def test_every_rank_of_a_torchrun_job_is_observed(tmp_path):
