@@ -466,6 +466,23 @@ def _tracked_leak_and_clean_twin(script: str, printed: str, tmp_path) -> Tuple[i
     return got["leak"][0], got["leak"][1], fixed
 
 
+def test_one_list_a_trainer_keeps_is_one_cause_whichever_frame_reached_the_trainer(tmp_path):
+    """trainer_preds.py, laid out as pytorch/examples' minGPT-ddp trainer:
+    the walks during training reach the trainer through `_run_batch`'s
+    `self`, the exit's through `main`'s `trainer`; the predictions its list
+    keeps are one cause (minGPT's twin read "303 findings from 2 causes"),
+    and each finding still says the root its walk came in by."""
+    rc, text, _ = _tracked_leak_and_clean_twin("trainer_preds.py", "batches 32", tmp_path)
+    assert rc == 1, text[:4000]
+    assert re.search(r"\d+ findings from 1 cause", text), text[:4000]
+    assert re.search(r"held by: frame local '\w+' in \w+ trainer_preds\.py:\d+ → Trainer\.preds"
+                     r" → list\[\*\] → tensor 'pred = logits\.argmax\(-1\)", text), text[:4000]
+    rc, every = run([CLI, "check", "--top", "0", str(tmp_path / "leak.vtsnap")])
+    roots = set(re.findall(r"frame local '(\w+)' in (\w+) trainer_preds\.py:\d+ → Trainer\.preds"
+                           r" → list\[\d+\]", every))
+    assert {("self", "_run_batch"), ("trainer", "main")} <= roots, roots
+
+
 def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp_path):
     """No optimizer step, so no mark (an inference or Trainer.evaluate()
     script): the tracker ticks instead (a mark's work without a MARK). The
