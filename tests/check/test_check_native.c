@@ -844,6 +844,70 @@ TEST(findings_kept_under_one_call_of_the_program_are_one_cause)
     synth_fini(&y);
 }
 
+/* kept_every_step's run over `nsteps` marked steps whose evaluation keeps
+ * its block at every line in a list local to a function, every step, all
+ * freed together when the function returns, after the last mark. */
+static vt__check_report *kept_then_returned(synth *y, uint32_t nlines, int nsteps)
+{
+    uint32_t train[8], eval[8];
+    two_paths(y, nlines, train, eval);
+    for (uint64_t i = 1; i <= (uint64_t)nsteps; i++) {
+        synth_step_mark(y, (int)i);
+        for (uint32_t l = 0; l < nlines; l++) {
+            uint64_t at = 0x7f0000000000ull + l * 0x1000000ull;
+            synth_alloc(y, at, 2 * MiB, train[l]);
+            synth_free(y, at);
+        }
+        for (uint32_t l = 0; l < nlines; l++)
+            synth_alloc(y, 0x7e0000000000ull + (i * 16 + l) * 0x1000000ull, MiB, eval[l]);
+    }
+    synth_tick(y, 50000000);
+    for (uint64_t i = 1; i <= (uint64_t)nsteps; i++)
+        for (uint32_t l = 0; l < nlines; l++)
+            synth_free(y, 0x7e0000000000ull + (i * 16 + l) * 0x1000000ull);
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* What an evaluation keeps, graphs and all, in a list local to a function
+ * is freed when the function returns: GROWTH at each line of the model it
+ * reached, not never-freed (pytorch/examples' FSDP2 transformer with its
+ * evaluation's outputs kept in main()'s list: 9 causes at 9 lines of
+ * model.py under plain run). Under one call of the program, as
+ * never-freed's: one cause, named by that call. */
+TEST(growth_at_several_lines_under_one_call_of_the_program_is_one_cause)
+{
+    synth y;
+    vt__check_report *r = kept_then_returned(&y, 4, 24);
+    ASSERT_GT(r->nfindings, 3);
+    for (size_t i = 0; i < r->nfindings; i++) {
+        ASSERT_EQ(r->findings[i].rule, VT_CHECK_RULE_GROWTH);
+        assert_kept_under(&y, &r->findings[i], "evaluate", 40);
+    }
+    uint32_t g[64];
+    ASSERT(r->nfindings <= 64);
+    ASSERT_EQ(vt__check_report_groups(r, &y.s, g), 1);
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, " findings from 1 cause");
+    ASSERT_STR_CONTAINS(text, "     call sites growing step over step, allocated under evaluate "
+                              "(train.py:40), at 4 lines inside it: what this call returned, "
+                              "kept with its autograd graph");
+    ASSERT_STR_CONTAINS(text, "   kept under one call with other lines' blocks: evaluate "
+                              "(train.py:40)\n");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    r = kept_then_returned(&y, 1, 24);   /* one line: its call site's cause */
+    ASSERT_GT(r->nfindings, 0);
+    for (size_t i = 0; i < r->nfindings; i++) {
+        ASSERT_EQ(r->findings[i].rule, VT_CHECK_RULE_GROWTH);
+        ASSERT_EQ(r->findings[i].under_stack, 0);
+    }
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* Under track(), what a loop keeps after the last mark is said with what
  * holds its tensors, as the other rules' findings are (a Lightning module's
  * validation outputs never cleared: the last validation's, after the last

@@ -390,16 +390,18 @@ int vt__check_run_stream(const vt__snapshot_data *s, vt__event_stream *es,
     if ((rules & VT_CHECK_RULE_OUTLIER) && m.nmarks && !m.ntensors)
         if (vt__ck_rule_kept_call(&m, &opt, &fs, r) < 0)
             goto fail;
-    if ((rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER)) && m.nmarks && !m.ntensors)
-        if (vt__ck_kept_under_call(&m, &fs) < 0)
-            goto fail;
-    /* after it: these name their call already */
     if (rules & VT_CHECK_RULE_OUTLIER)
         if (vt__ck_rule_loop_kept(&m, &opt, &fs, r) < 0)
             goto fail;
     /* Last: one finding per storage, what the others left. */
     if (rules & VT_CHECK_RULE_GROWTH)
         if (vt__ck_rule_growth(&m, &opt, &fs, r) < 0)
+            goto fail;
+    /* The call several lines' findings were made under (the loop's name
+     * theirs already). */
+    if ((rules & (VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER | VT_CHECK_RULE_GROWTH)) &&
+        m.nmarks && !m.ntensors)
+        if (vt__ck_kept_under_call(&m, &fs) < 0)
             goto fail;
 
     /* What the window cannot judge: at the tensor rules' stacks, counted. */

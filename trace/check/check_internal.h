@@ -510,9 +510,10 @@ int vt__ck_loop_boundary(ck_model *m);
 size_t vt__ck_loops_found(const ck_model *m);
 int vt__ck_rule_loop_kept(ck_model *m, const vt__check_options *opt, ck_findings *fs,
                           vt__check_report *r);
-/* After NEVER-FREED and OUTLIER, with marks and no tensors: their call-site
- * findings kept under one call of the program name it (under_stack;
- * check_kept_call.c). 0 or -ENOMEM. */
+/* After NEVER-FREED, OUTLIER and GROWTH, with marks and no tensors: their
+ * call-site findings kept under one call of the program name it
+ * (under_stack; check_kept_call.c), but those that name theirs already (a
+ * loop's). 0 or -ENOMEM. */
 int vt__ck_kept_under_call(ck_model *m, ck_findings *fs);
 /* GROWTH runs last: it judges the storages no other rule flagged. */
 /* The window storage st is alive at the end of, first and past the last:

@@ -33,7 +33,11 @@
  * step without torch.no_grad() and appended to a list kept its graph at 15
  * lines of model.py, 15 causes under plain `run`, where the bug is the one
  * line that called the model (`_, vloss = tr.model(x, y)` in the program's
- * batch-end callback, which every finding's stack shows). Such findings,
+ * batch-end callback, which every finding's stack shows). What a list local
+ * to a function keeps is freed when the function returns: GROWTH by call
+ * site, one finding per line alike (pytorch/examples' FSDP2 transformer
+ * with an evaluation's outputs kept, graphs and all, in main()'s list: 9
+ * causes at 9 lines of model.py). Such findings,
  * at lines whose other blocks die within their step, made under one call of
  * the program, name that call (vt__ck_kept_under_call): one cause. Not a
  * call that drives the steps (the training loop's, the module's line that
@@ -364,8 +368,9 @@ int vt__ck_kept_under_call(ck_model *m, ck_findings *fs)
         goto out;
     for (size_t i = 0; i < fs->n; i++) {
         const vt__check_finding *f = &fs->f[i];
-        if ((f->rule != VT_CHECK_RULE_NEVER_FREED && f->rule != VT_CHECK_RULE_OUTLIER) ||
-            f->owner_id || !f->alloc_stack)
+        if ((f->rule != VT_CHECK_RULE_NEVER_FREED && f->rule != VT_CHECK_RULE_OUTLIER &&
+             f->rule != VT_CHECK_RULE_GROWTH) ||
+            f->owner_id || !f->alloc_stack || f->under_stack)
             continue;
         uint64_t line;
         if (vt__ck_line_of(&lm, f->alloc_stack, &line) < 0)

@@ -214,10 +214,20 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
         if (!strcmp(rule, vt__check_rule_name(VT_CHECK_RULE_GROWTH))) {
             const vt__check_finding *x = &r->findings[g[k].first];
             char site[CK_GROUP_KEY_MAX];
-            site_of(s, x->alloc_stack, site, sizeof site);
-            fprintf(f, "     %s growing %s, allocated at %s\n",
-                    g[k].count > 1 ? "call sites" : "a call site",
-                    x->growth_window_ns ? "through the run" : "step over step", site);
+            const char *how = x->growth_window_ns ? "through the run" : "step over step";
+            if (x->under_stack) {
+                /* several lines' sites under one call (check_kept_call.c) */
+                site_of(s, x->under_stack, site, sizeof site);
+                fprintf(f, "     call sites growing %s, allocated under %s, at %s%zu lines"
+                           " inside it: what this call returned, kept with its autograd"
+                           " graph (a forward without torch.no_grad()), or its results"
+                           " kept\n", how, site,
+                        g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines);
+            } else {
+                site_of(s, x->alloc_stack, site, sizeof site);
+                fprintf(f, "     %s growing %s, allocated at %s\n",
+                        g[k].count > 1 ? "call sites" : "a call site", how, site);
+            }
             continue;
         }
         const vt__check_finding *x0 = &r->findings[g[k].first];
