@@ -595,6 +595,40 @@ def test_a_validation_graph_kept_every_step_is_one_cause_named_by_its_call(tmp_p
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
+FSDP_EVAL_KEPT = os.path.join(HERE, "fsdp_eval_kept.py")
+FSDP_EVAL_LINE = next(i for i, line in enumerate(open(FSDP_EVAL_KEPT), 1) if "# EVAL_LINE" in line)
+
+
+def test_an_fsdp_evaluations_graphs_kept_in_a_functions_list_are_one_cause_named_by_its_call(
+        tmp_path):
+    """Plain run of fsdp_eval_kept.py (FSDP2's fully_shard, laid out as
+    pytorch/examples' FSDP2 example): after each epoch an evaluation without
+    no_grad keeps each output, its graph with it, in main()'s list, freed
+    when main() returns. The lines of forward that saved an activation grow
+    step over step, each a growth finding: the examples' program so changed
+    read 9 causes at 9 lines of its model.py. They were made under one call
+    of the program that does not drive the steps: the growth at those lines
+    is one cause named by that call, as never-freed's is (check_kept_call.c).
+    The fixed twin (no_grad, predictions on the host) is clean."""
+    got = _checked_twins(tmp_path, FSDP_EVAL_KEPT, False, "kept 9")
+    _, (rc, text) = got["leak"]
+    assert rc == 1, text[:4000]
+    causes = re.search(r"\n(\d+) findings from (\d+) causes? ", text)
+    assert causes, text[:4000]
+    growth = re.findall(r"\n  \d+ × \[growth\] .*\n\s+call sites growing step over step, "
+                        r"allocated under (.*), at (\d+) lines inside it: ", text)
+    assert len(growth) == 1, text[:4000]
+    assert re.match(rf"main \(.*fsdp_eval_kept\.py:{FSDP_EVAL_LINE}\)$", growth[0][0]), growth
+    assert int(growth[0][1]) >= 4, growth   # the blocks' lines: norms, attention, MLP, head
+    # the rest, an outlier of the same call at most (one cause a rule)
+    assert int(causes.group(2)) <= 2, text[:4000]
+    rep = json.loads(run([CLI, "check", "--json", got["leak"][0]])[1])
+    assert all(g["under_call"][0]["function"] == "main" and
+               g["under_call"][0]["line"] == FSDP_EVAL_LINE for g in rep["groups"]), rep["groups"]
+    _, (rc, text) = got["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 VAL_RUNNING_SUM = os.path.join(HERE, "val_running_sum.py")
 VAL_CALL = next(i for i, line in enumerate(open(VAL_RUNNING_SUM), 1) if "# VAL_CALL" in line)
 
