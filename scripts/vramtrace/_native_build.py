@@ -16,6 +16,7 @@ machinery again (a stamp file says which sources and flags it was built from).
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import glob
 import hashlib
 import logging
@@ -107,13 +108,39 @@ def build(part: str, name: str, sources: Sequence[str], *, what: str,
     stamp = os.path.join(folder, f"{name}.stamp")
     want = digest.hexdigest()
     loader = ctypes.PyDLL if python_module else ctypes.CDLL
+    if _built(stamp, target, want):
+        return loader(target)
+    os.makedirs(folder, exist_ok=True)
+    # The ranks of a job (torchrun's, a spawned trainer's) start together and
+    # each finds the part missing: one builds it while the others wait, then
+    # find it built (before, a line "building" from each rank, and
+    # cpp_extension's own lock made all but one wait without saying why).
+    with open(os.path.join(folder, f"{name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _built(stamp, target, want):
+            return loader(target)
+        return _build_locked(name, sources, what=what, folder=folder, want=want,
+                             cflags=cflags, include_dirs=include_dirs, ldflags=ldflags,
+                             loader=loader)
+
+
+def _built(stamp: str, target: str, want: str) -> bool:
+    """Whether ``target`` was built from the sources and flags ``want``
+    digests (its stamp says so)."""
     try:
         with open(stamp) as f:
-            if f.read().strip() == want and os.path.exists(target):
-                return loader(target)
+            return f.read().strip() == want and os.path.exists(target)
     except OSError:
-        pass
-    os.makedirs(folder, exist_ok=True)
+        return False
+
+
+def _build_locked(name: str, sources: Sequence[str], *, what: str, folder: str, want: str,
+                  cflags: Sequence[str], include_dirs: Sequence[str], ldflags: Sequence[str],
+                  loader: Any) -> ctypes.CDLL:
+    """build()'s compile and load, under its lock: announced, then the stamp
+    written once it loads."""
+    import torch
+    stamp = os.path.join(folder, f"{name}.stamp")
     print(f"vramtrace: building {what} for torch {torch.__version__} in {folder} "
           "(once per torch version)", file=sys.stderr, flush=True)
     # cpp_extension's import logs a warning where no CUDA toolkit is found,

@@ -290,3 +290,47 @@ def test_notes_never_go_through_the_programs_stderr(tmp_path, monkeypatch, capfd
         _autorun.note("lost dir")
     assert seen.getvalue() == ""
     assert capfd.readouterr().err == "vramtrace: lost dir\n"
+
+
+def test_a_part_built_at_first_use_is_built_once_by_ranks_starting_together(tmp_path,
+                                                                            monkeypatch):
+    """The ranks of a job start together and each finds a part built at
+    first use (the op observer, the allocator's observer) missing: one builds
+    it and announces it, the others wait for it and load what it built (a
+    two-rank FSDP job under `run --track` said "building" twice for each
+    part). Two threads stand for the ranks: the lock is per open file, as
+    between processes; the compile is a stand-in that takes its time."""
+    pytest.importorskip("torch")
+    import threading
+    import time
+    from vramtrace import _native_build as nb
+    monkeypatch.setenv("VRAMTRACE_CACHE_DIR", str(tmp_path))
+    src = tmp_path / "part.cpp"
+    src.write_text("// a part\n")
+    builds = []
+
+    def compile_part(name, sources, *, folder, want, loader, **_):
+        builds.append(name)
+        time.sleep(0.3)   # the other rank finds it missing meanwhile
+        target = os.path.join(folder, f"{name}.so")
+        open(target, "w").close()
+        with open(os.path.join(folder, f"{name}.stamp"), "w") as f:
+            f.write(want + "\n")
+        return loader(target)
+
+    monkeypatch.setattr(nb, "_build_locked", compile_part)
+    monkeypatch.setattr(nb.ctypes, "CDLL", lambda path: ("loaded", path))
+    together = threading.Barrier(2)
+    got = []
+
+    def rank() -> None:
+        together.wait()
+        got.append(nb.build("part", "vt_part", [str(src)], what="a part"))
+
+    ranks = [threading.Thread(target=rank) for _ in range(2)]
+    for t in ranks:
+        t.start()
+    for t in ranks:
+        t.join(30)
+    assert builds == ["vt_part"], builds
+    assert len(got) == 2 and got[0] == got[1] and got[0][1].endswith("vt_part.so"), got
