@@ -82,7 +82,11 @@ def cuda_include_dirs() -> List[str]:
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if home:
             dirs.append(os.path.join(home, "include"))
-    return [d for d in dirs if os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
+    # resolved: a build is known by its flags (build()'s stamp), and one
+    # environment reached by two paths (a venv behind a link, its Python
+    # started by either) would otherwise rebuild at each change of path
+    return [os.path.realpath(d) for d in dirs
+            if os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
 
 
 def build(part: str, name: str, sources: Sequence[str], *, what: str,
@@ -166,4 +170,5 @@ def _build_locked(name: str, sources: Sequence[str], *, what: str, folder: str, 
 def torch_lib_dir() -> str:
     """torch's own folder of shared libraries (libc10_cuda.so ...)."""
     import torch
-    return os.path.join(os.path.dirname(torch.__file__), "lib")
+    # resolved, as cuda_include_dirs() says why
+    return os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib"))

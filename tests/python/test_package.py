@@ -334,3 +334,23 @@ def test_a_part_built_at_first_use_is_built_once_by_ranks_starting_together(tmp_
         t.join(30)
     assert builds == ["vt_part"], builds
     assert len(got) == 2 and got[0] == got[1] and got[0][1].endswith("vt_part.so"), got
+
+
+def test_the_flags_a_part_is_built_with_name_folders_by_their_real_path(tmp_path, monkeypatch):
+    """A part built at first use is known by its sources and flags (its
+    stamp): the CUDA headers' folder reached through a link (a venv behind a
+    symbolic link, its Python started by either path) is the same folder,
+    so the part is not built again at each change of path (the suite's
+    venv, linked from .venv-test: the allocator's observer was rebuilt
+    whenever a program ran by the other path)."""
+    from vramtrace import _native_build as nb
+    real = tmp_path / "cuda-13.0"
+    (real / "include").mkdir(parents=True)
+    (real / "include" / "cuda_runtime_api.h").write_text("/* stand-in */\n")
+    link = tmp_path / "cuda"
+    link.symlink_to(real)
+    monkeypatch.setenv("CUDA_HOME", str(link))
+    dirs = nb.cuda_include_dirs()
+    assert os.path.realpath(real / "include") in dirs, dirs
+    assert str(link / "include") not in dirs, dirs
+    assert all(d == os.path.realpath(d) for d in dirs), dirs
