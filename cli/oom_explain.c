@@ -92,6 +92,13 @@ static long find_seg(const seg_at *segs, size_t n, uint64_t addr)
     return (long)(lo - 1);
 }
 
+/* The pool a request is served from: PyTorch's (kSmallSize) and
+ * vramtrace's (VT_SMALL_SIZE) caches alike, the small one up to 1 MiB. */
+static uint8_t request_pool(uint64_t size)
+{
+    return size <= (1ull << 20) ? VT_POOL_SMALL : VT_POOL_LARGE;
+}
+
 static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
 {
     if (!bytes)
@@ -102,6 +109,10 @@ static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
         r->largest_free = bytes;
     if (bytes < r->size)
         r->free_smaller += bytes;
+    else if (g->pool == request_pool(r->size) && g->stream == r->stream)
+        r->fit_where_served += bytes;
+    else
+        r->fit_elsewhere += bytes;
     size_t i = 0;
     while (i < r->ngroups && !(r->groups[i].pool == g->pool && r->groups[i].stream == g->stream))
         i++;

@@ -106,6 +106,10 @@ typedef struct vt__oom_report {
                                   total - other, else reserved + free + passthrough */
     uint64_t reserved, allocated, pending;   /* the caching allocator's */
     uint64_t cache_free, cache_pieces, largest_free, free_smaller;
+    /* free bytes in pieces big enough for the request: in its pool (small:
+     * 1 MiB or less) on its stream, the only ones that may serve it, and
+     * elsewhere (other streams, the other pool) */
+    uint64_t fit_where_served, fit_elsewhere;
     vt__oom_free_group *groups;
     size_t ngroups;
     uint64_t outside_reserved; /* a library's own allocations next to an observed

@@ -198,6 +198,10 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
             vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
             vt__fmt_bytes(r->free_smaller, b4));
+    if (!r->fit_where_served && r->fit_elsewhere)
+        fprintf(f, "  none of the pieces big enough (%s) is on the stream that asked, in its pool:"
+                   " a cached piece serves only the stream and pool it was made for\n",
+                vt__fmt_bytes(r->fit_elsewhere, b1));
     const vt__oom_site *piled = piled_up_site(r);
     if (piled)
         piled_up_line(f, s, piled);
@@ -269,6 +273,13 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
                     r->groups[i].pieces == 1 ? "" : "s", vt__fmt_bytes(r->groups[i].largest, b2));
         if (r->ngroups > 4)
             fprintf(f, "    ... %zu more pools and streams\n", r->ngroups - 4);
+        if (!r->fit_where_served && r->fit_elsewhere)
+            fprintf(f, "  none of it where this request is served: a cached piece serves only "
+                       "the stream and pool it was made for, and the %s pool on stream 0x%" PRIx64
+                       " has no piece of %s; %s in pieces that big are on other streams or in "
+                       "the other pool\n", pool_name(r->size <= (1ull << 20) ? VT_POOL_SMALL
+                                                                               : VT_POOL_LARGE),
+                    r->stream, vt__fmt_bytes(r->size, b1), vt__fmt_bytes(r->fit_elsewhere, b2));
     }
     if (r->outside_reserved || r->passthrough || r->other) {
         fputs("  outside the cache     ", f);
@@ -425,9 +436,11 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
     fprintf(f, ", \"capacity\": %" PRIu64 ", \"free\": %" PRIu64 ", \"reserved\": %" PRIu64
                ", \"allocated\": %" PRIu64 ", \"pending_free\": %" PRIu64 ", \"cache_free\": %"
                PRIu64 ", \"cache_free_pieces\": %" PRIu64 ", \"largest_free\": %" PRIu64
-               ", \"free_in_smaller_pieces\": %" PRIu64 ", \"free_by_pool\": [",
+               ", \"free_in_smaller_pieces\": %" PRIu64 ", \"fit_where_served\": %" PRIu64
+               ", \"fit_elsewhere\": %" PRIu64 ", \"free_by_pool\": [",
             r->capacity, r->device_free, r->reserved, r->allocated, r->pending, r->cache_free,
-            r->cache_pieces, r->largest_free, r->free_smaller);
+            r->cache_pieces, r->largest_free, r->free_smaller, r->fit_where_served,
+            r->fit_elsewhere);
     for (size_t i = 0; i < r->ngroups; i++)
         fprintf(f, "%s{\"pool\": \"%s\", \"stream\": \"0x%" PRIx64 "\", \"bytes\": %" PRIu64
                    ", \"pieces\": %" PRIu64 ", \"largest\": %" PRIu64 "}", i ? ", " : "",

@@ -33,6 +33,11 @@
  * and freed between the two (a loop that reuses the holes): more events
  * than a 1024-event ring keeps, so the recording loses how the 5 MiB blocks
  * came to pin their segments.
+ * With "streams", the holes are on another stream: forty 5 MiB blocks
+ * allocated and freed on a stream of the program's (cudaMallocAsync), one in
+ * four kept (each 20 MiB segment pinned, a 15 MiB hole beside it), then
+ * nine 12 MiB blocks on the default stream, which the holes would fit but
+ * a cache serves each stream from its own blocks.
  * Sizes scale with argv[1] (MiB per unit, default 1).
  */
 #include <cuda_runtime_api.h>
@@ -100,12 +105,42 @@ static int pins(void)
     return 0;
 }
 
+/* "streams": the pinned holes on one stream, the big requests on another. */
+static int streams(void)
+{
+    cudaStream_t s;
+    if (cudaStreamCreate(&s) != cudaSuccess) {
+        printf("frag: no stream\n");
+        return 1;
+    }
+    void *p[40], *q[9];
+    for (int i = 0; i < 40; i++)
+        if (cudaMallocAsync(&p[i], 5 * unit, s) != cudaSuccess) {
+            printf("frag: out of memory at the 5 MiB blocks\n");
+            return 3;
+        }
+    for (int i = 0; i < 40; i++)
+        if (i % 4)
+            cudaFreeAsync(p[i], s);
+    cudaStreamSynchronize(s);
+    get_n(q, 9, 12, "the 12 MiB blocks on the default stream");
+    free_every(q, 9, 0, 1);
+    for (int i = 0; i < 40; i += 4)
+        cudaFreeAsync(p[i], s);
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    printf("frag: ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
         unit = (size_t)atoi(argv[1]) << 20;
     if (argc > 2 && !strcmp(argv[2], "pins"))
         return pins();
+    if (argc > 2 && !strcmp(argv[2], "streams"))
+        return streams();
     if (argc > 2 && !strcmp(argv[2], "pins_late")) {
         filler = 600;
         return pins();

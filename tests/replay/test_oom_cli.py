@@ -131,6 +131,33 @@ def test_fragmentation_older_than_the_ring_is_said_and_no_fix_verified():
             in p.stdout), p.stdout
 
 
+def test_free_pieces_on_another_stream_are_said_not_to_serve_the_request():
+    """frag_prog "streams": 150 MiB free in the cache, in 15 MiB holes, and a
+    12 MiB request fails: the holes are on the stream that made them, and the
+    request is the default stream's (FSDP2's all-gather stream asked 13 KiB
+    with 22 MiB free in the cache, all of it on other streams or in the
+    other pool). Before, both views said "0 B of it in pieces smaller than
+    the request" and nothing of why it did not fit."""
+    snap, run = record("streams", "200M", status=3, prog=[FRAG, "1", "streams"])
+    assert "150 MiB free in the cache, 0 B of it in pieces smaller than the request" in run.stderr, \
+        run.stderr
+    assert ("  none of the pieces big enough (150 MiB) is on the stream that asked, in its pool: "
+            "a cached piece serves only the stream and pool it was made for\n") in run.stderr, \
+        run.stderr
+    text = oom(snap).stdout
+    assert ("  none of it where this request is served: a cached piece serves only the stream "
+            "and pool it was made for, and the large pool on stream 0x0 has no piece of 12 MiB; "
+            "150 MiB in pieces that big are on other streams or in the other pool\n") in text, text
+    d = json.loads(oom(snap, "--json").stdout)["device"]
+    assert d["fit_where_served"] == 0 and d["fit_elsewhere"] == d["cache_free"] == 150 * MIB, d
+    # the pinned holes of one stream ("pins"): too small, on the stream that asked
+    snap, _ = record("pins_one_stream", "200M", status=3)
+    text = oom(snap).stdout
+    assert "none of it where this request is served" not in text, text
+    d = json.loads(oom(snap, "--json").stdout)["device"]
+    assert d["fit_where_served"] == d["fit_elsewhere"] == 0, d
+
+
 def test_bad_input_and_no_oom_are_refused_with_one_line():
     assert "usage: vramtrace oom SNAPSHOT" in oom("--help").stdout
     p = oom(status=2)
