@@ -134,9 +134,9 @@ def test_fragmentation_older_than_the_ring_is_said_and_no_fix_verified():
 def test_free_pieces_on_another_stream_are_said_not_to_serve_the_request():
     """frag_prog "streams": 150 MiB free in the cache, in 15 MiB holes, and a
     12 MiB request fails: the holes are on the stream that made them, and the
-    request is the default stream's (FSDP2's all-gather stream asked 13 KiB
-    with 22 MiB free in the cache, all of it on other streams or in the
-    other pool). Before, both views said "0 B of it in pieces smaller than
+    request is the default stream's (a two-rank FSDP2 job asked 13 KiB on
+    a stream of FSDP2's own with 22 MiB free in the cache, all of it on
+    other streams or in the other pool). Before, both views said "0 B of it in pieces smaller than
     the request" and nothing of why it did not fit."""
     snap, run = record("streams", "200M", status=3, prog=[FRAG, "1", "streams"])
     assert "150 MiB free in the cache, 0 B of it in pieces smaller than the request" in run.stderr, \
