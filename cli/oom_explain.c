@@ -109,7 +109,7 @@ static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
         r->largest_free = bytes;
     if (bytes < r->size)
         r->free_smaller += bytes;
-    else if (g->pool == request_pool(r->size) && g->stream == r->stream)
+    else if (g->pool == r->pool && g->stream == r->stream)
         r->fit_where_served += bytes;
     else
         r->fit_elsewhere += bytes;
@@ -738,6 +738,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     r->device = e->device;
     r->stream = e->stream;
     r->size = e->req_size ? e->req_size : e->size;
+    r->pool = request_pool(r->size);
     r->seq = e->seq;
     r->time_ns = e->time_ns;
     r->stack = e->stack;

@@ -97,6 +97,7 @@ typedef struct vt__oom_report {
                                   ended there, and a replay checks no further) */
     int device;
     uint64_t stream, size, seq, time_ns;
+    uint8_t pool;              /* the pool that serves it (enum vt_pool) */
     uint32_t stack;
     bool pytorch;              /* PyTorch's allocator (observed or imported) */
     /* the device at the OOM */

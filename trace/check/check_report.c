@@ -133,6 +133,9 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
         snprintf(buf, len, "%s (0x%" PRIx64 ")", *fn ? fn : "??", pick->ip);
 }
 
+/* What several lines' blocks kept under one call are (check_kept_call.c). */
+#define UNDER_CALL_WHY "what this call returned, kept with its autograd graph (a forward" \
+                       " without torch.no_grad()), or its results kept"
 /* What a loop's blocks kept until it ended may be (check_loop_kept.c). */
 #define LOOP_KEPT_WHY "autograd graphs of forwards run without torch.no_grad(), kept by what" \
                       " the loop sums or keeps as tensors (`total += loss`: use" \
@@ -219,10 +222,9 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                 /* several lines' sites under one call (check_kept_call.c) */
                 site_of(s, x->under_stack, site, sizeof site);
                 fprintf(f, "     call sites growing %s, allocated under %s, at %s%zu lines"
-                           " inside it: what this call returned, kept with its autograd"
-                           " graph (a forward without torch.no_grad()), or its results"
-                           " kept\n", how, site,
-                        g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines);
+                           " inside it: %s\n", how, site,
+                        g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines,
+                        UNDER_CALL_WHY);
             } else {
                 site_of(s, x->alloc_stack, site, sizeof site);
                 fprintf(f, "     %s growing %s, allocated at %s\n",
@@ -275,8 +277,7 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                     g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines,
                     g[k].nlines == 1 ? "" : "s");
             fprintf(f, "     kept step after step, where the same lines' other blocks die within"
-                       " their step: what this call returned, kept with its autograd graph (a"
-                       " forward without torch.no_grad()), or its results kept\n");
+                       " their step: %s\n", UNDER_CALL_WHY);
         } else {
             site_of(s, x->alloc_stack, site, sizeof site);
             fprintf(f, "     allocated at %s\n", site);
