@@ -120,7 +120,10 @@ def build(part: str, name: str, sources: Sequence[str], *, what: str,
     # find it built (before, a line "building" from each rank, and
     # cpp_extension's own lock made all but one wait without saying why).
     with open(os.path.join(folder, f"{name}.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError:
+            pass   # a file system without locks (ENOLCK): built as before, by each
         if _built(stamp, target, want):
             return loader(target)
         return _build_locked(name, sources, what=what, folder=folder, want=want,

@@ -354,3 +354,30 @@ def test_the_flags_a_part_is_built_with_name_folders_by_their_real_path(tmp_path
     assert os.path.realpath(real / "include") in dirs, dirs
     assert str(link / "include") not in dirs, dirs
     assert all(d == os.path.realpath(d) for d in dirs), dirs
+
+
+def test_a_part_is_built_where_the_file_system_has_no_locks(tmp_path, monkeypatch):
+    """A cache folder on a file system without locks (flock: ENOLCK) builds
+    the part as it did before there was a lock, not "could not be built"."""
+    pytest.importorskip("torch")
+    import errno
+    from vramtrace import _native_build as nb
+    monkeypatch.setenv("VRAMTRACE_CACHE_DIR", str(tmp_path))
+    src = tmp_path / "part.cpp"
+    src.write_text("// a part\n")
+    built = []
+
+    def compile_part(name, sources, *, folder, want, loader, **_):
+        built.append(name)
+        target = os.path.join(folder, f"{name}.so")
+        open(target, "w").close()
+        return loader(target)
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(nb, "_build_locked", compile_part)
+    monkeypatch.setattr(nb.ctypes, "CDLL", lambda path: ("loaded", path))
+    monkeypatch.setattr(nb.fcntl, "flock", no_locks)
+    got = nb.build("part", "vt_part", [str(src)], what="a part")
+    assert built == ["vt_part"] and got[1].endswith("vt_part.so"), (built, got)
