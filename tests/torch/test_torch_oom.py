@@ -351,3 +351,31 @@ def test_a_batch_size_search_that_caught_its_oom_is_told_it_went_on(tmp_path):
     j = oom_json(snap)
     assert j["request"]["allocations_after"] > 0, j["request"]
     assert "batch_search.py:" in j["request"]["line"], j["request"]
+
+
+def test_free_memory_in_the_other_pool_is_said_not_to_serve_an_fsdp2_request(tmp_path):
+    """fsdp_eval_kept.py (FSDP2, laid out as pytorch/examples' example) with
+    its evaluation keeping every output's graph, in 200 MiB: a request of
+    1 MiB or less runs out with 16 MiB free in the cache, all of it in the
+    large pool, which never serves the small pool's requests (a two-rank
+    run of the example itself: 13 KiB asked on a stream of FSDP2's own, 22
+    MiB free on other streams). Before, the report said only that 0 % of
+    the free bytes were in pieces smaller than the request."""
+    snap = str(tmp_path / "fsdp.vtsnap")
+    rc, _, err = run([SIMRUN, "--mem", "200M", "--", CLI, "run", "-o", snap, "--",
+                      sys.executable, os.path.join(HERE, "fsdp_eval_kept.py"), "leak"])
+    assert rc == 1 and "OutOfMemoryError" in err, err[-3000:]
+    assert "none of the pieces big enough (" in err and \
+        ") is on the stream that asked, in its pool: a cached piece serves only the stream " \
+        "and pool it was made for\n" in err, err[-3000:]
+    rc, text, err = run([CLI, "oom", snap, "--no-replay"])
+    assert rc == 0, err
+    request = json.loads(run([CLI, "oom", snap, "--json", "--no-replay"])[1])
+    q, d = request["request"], request["device"]
+    assert q["size"] <= MIB, q      # the small pool's
+    assert d["fit_where_served"] == 0 < d["fit_elsewhere"] <= d["cache_free"], d
+    assert all(g["largest"] < q["size"] for g in d["free_by_pool"] if g["pool"] == "small"), d
+    assert re.search(r"\n  none of it where this request is served: a cached piece serves only the "
+                     r"stream and pool it was made for, and the small pool on stream 0x[0-9a-f]+ "
+                     r"has no piece of [0-9.]+ [KM]i?B; [0-9.]+ MiB in pieces that big are on "
+                     r"other streams or in the other pool\n", text), text[:3000]
