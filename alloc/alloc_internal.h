@@ -30,7 +30,7 @@
 
 #define VT_MAX_DEVICES   64
 #define VT_MIN_BLOCK     512ull               /* every size is a multiple */
-#define VT_SMALL_SIZE    (1ull << 20)         /* largest "small" request */
+#define VT_SMALL_SIZE    VT_POOL_SMALL_MAX_REQUEST   /* largest "small" request */
 #define VT_SMALL_BUFFER  (2ull << 20)         /* small pool segment */
 #define VT_LARGE_BUFFER  (20ull << 20)        /* large pool segment for < 10 MiB */
 #define VT_MIN_LARGE_ALLOC (10ull << 20)

@@ -92,13 +92,6 @@ static long find_seg(const seg_at *segs, size_t n, uint64_t addr)
     return (long)(lo - 1);
 }
 
-/* The pool a request is served from: PyTorch's (kSmallSize) and
- * vramtrace's (VT_SMALL_SIZE) caches alike, the small one up to 1 MiB. */
-static uint8_t request_pool(uint64_t size)
-{
-    return size <= (1ull << 20) ? VT_POOL_SMALL : VT_POOL_LARGE;
-}
-
 static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
 {
     if (!bytes)
@@ -738,7 +731,8 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     r->device = e->device;
     r->stream = e->stream;
     r->size = e->req_size ? e->req_size : e->size;
-    r->pool = request_pool(r->size);
+    /* the pool that serves it: PyTorch's cache and vramtrace's alike */
+    r->pool = r->size <= VT_POOL_SMALL_MAX_REQUEST ? VT_POOL_SMALL : VT_POOL_LARGE;
     r->seq = e->seq;
     r->time_ns = e->time_ns;
     r->stack = e->stack;

@@ -277,7 +277,8 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
             fprintf(f, "  none of it where this request is served: a cached piece serves only "
                        "the stream and pool it was made for, and the %s pool on stream 0x%" PRIx64
                        " has no piece of %s; %s in pieces that big are on other streams or in "
-                       "the other pool\n", pool_name(r->pool), r->stream, vt__fmt_bytes(r->size, b1), vt__fmt_bytes(r->fit_elsewhere, b2));
+                       "the other pool\n", pool_name(r->pool), r->stream,
+                    vt__fmt_bytes(r->size, b1), vt__fmt_bytes(r->fit_elsewhere, b2));
     }
     if (r->outside_reserved || r->passthrough || r->other) {
         fputs("  outside the cache     ", f);

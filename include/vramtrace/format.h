@@ -158,6 +158,10 @@ enum vt_holder_flags {
     VT_HOLDER_GC_COLLECTION = 1,  /* one run of a garbage collector (Python's gc) */
 };
 
+/* The largest request the small pool serves (vramtrace's cache, as
+ * PyTorch's kSmallSize): VT_POOL_SMALL's requests. */
+#define VT_POOL_SMALL_MAX_REQUEST (1ull << 20)
+
 /* Pools a block or segment belongs to. */
 enum vt_pool {
     VT_POOL_SMALL = 0,       /* requests <= 1 MiB, 2 MiB segments */

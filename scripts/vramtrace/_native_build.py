@@ -126,7 +126,7 @@ def build(part: str, name: str, sources: Sequence[str], *, what: str,
             pass   # a file system without locks (ENOLCK): built as before, by each
         if _built(stamp, target, want):
             return loader(target)
-        return _build_locked(name, sources, what=what, folder=folder, want=want,
+        return _build_locked(name, sources, what=what, folder=folder, stamp=stamp, want=want,
                              cflags=cflags, include_dirs=include_dirs, ldflags=ldflags,
                              loader=loader)
 
@@ -141,13 +141,12 @@ def _built(stamp: str, target: str, want: str) -> bool:
         return False
 
 
-def _build_locked(name: str, sources: Sequence[str], *, what: str, folder: str, want: str,
-                  cflags: Sequence[str], include_dirs: Sequence[str], ldflags: Sequence[str],
-                  loader: Any) -> ctypes.CDLL:
-    """build()'s compile and load, under its lock: announced, then the stamp
-    written once it loads."""
+def _build_locked(name: str, sources: Sequence[str], *, what: str, folder: str, stamp: str,
+                  want: str, cflags: Sequence[str], include_dirs: Sequence[str],
+                  ldflags: Sequence[str], loader: Any) -> ctypes.CDLL:
+    """build()'s compile and load, under its lock: announced, then ``stamp``
+    written (``want``) once it loads."""
     import torch
-    stamp = os.path.join(folder, f"{name}.stamp")
     print(f"vramtrace: building {what} for torch {torch.__version__} in {folder} "
           "(once per torch version)", file=sys.stderr, flush=True)
     # cpp_extension's import logs a warning where no CUDA toolkit is found,

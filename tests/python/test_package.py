@@ -292,6 +292,32 @@ def test_notes_never_go_through_the_programs_stderr(tmp_path, monkeypatch, capfd
     assert capfd.readouterr().err == "vramtrace: lost dir\n"
 
 
+def _part_compiled_by_a_stand_in(tmp_path, monkeypatch, seconds: float = 0.0):
+    """_native_build with its compile a stand-in (it writes an empty .so and
+    the stamp, taking `seconds`) and its loader one that names the file, the
+    cache in tmp_path: (the module, a source file, the names it compiled)."""
+    pytest.importorskip("torch")
+    import time
+    from vramtrace import _native_build as nb
+    monkeypatch.setenv("VRAMTRACE_CACHE_DIR", str(tmp_path))
+    src = tmp_path / "part.cpp"
+    src.write_text("// a part\n")
+    compiled = []
+
+    def compile_part(name, sources, *, folder, stamp, want, loader, **_):
+        compiled.append(name)
+        time.sleep(seconds)
+        target = os.path.join(folder, f"{name}.so")
+        open(target, "w").close()
+        with open(stamp, "w") as f:
+            f.write(want + "\n")
+        return loader(target)
+
+    monkeypatch.setattr(nb, "_build_locked", compile_part)
+    monkeypatch.setattr(nb.ctypes, "CDLL", lambda path: ("loaded", path))
+    return nb, src, compiled
+
+
 def test_a_part_built_at_first_use_is_built_once_by_ranks_starting_together(tmp_path,
                                                                             monkeypatch):
     """The ranks of a job start together and each finds a part built at
@@ -300,26 +326,8 @@ def test_a_part_built_at_first_use_is_built_once_by_ranks_starting_together(tmp_
     two-rank FSDP job under `run --track` said "building" twice for each
     part). Two threads stand for the ranks: the lock is per open file, as
     between processes; the compile is a stand-in that takes its time."""
-    pytest.importorskip("torch")
     import threading
-    import time
-    from vramtrace import _native_build as nb
-    monkeypatch.setenv("VRAMTRACE_CACHE_DIR", str(tmp_path))
-    src = tmp_path / "part.cpp"
-    src.write_text("// a part\n")
-    builds = []
-
-    def compile_part(name, sources, *, folder, want, loader, **_):
-        builds.append(name)
-        time.sleep(0.3)   # the other rank finds it missing meanwhile
-        target = os.path.join(folder, f"{name}.so")
-        open(target, "w").close()
-        with open(os.path.join(folder, f"{name}.stamp"), "w") as f:
-            f.write(want + "\n")
-        return loader(target)
-
-    monkeypatch.setattr(nb, "_build_locked", compile_part)
-    monkeypatch.setattr(nb.ctypes, "CDLL", lambda path: ("loaded", path))
+    nb, src, builds = _part_compiled_by_a_stand_in(tmp_path, monkeypatch, seconds=0.3)
     together = threading.Barrier(2)
     got = []
 
@@ -359,25 +367,12 @@ def test_the_flags_a_part_is_built_with_name_folders_by_their_real_path(tmp_path
 def test_a_part_is_built_where_the_file_system_has_no_locks(tmp_path, monkeypatch):
     """A cache folder on a file system without locks (flock: ENOLCK) builds
     the part as it did before there was a lock, not "could not be built"."""
-    pytest.importorskip("torch")
     import errno
-    from vramtrace import _native_build as nb
-    monkeypatch.setenv("VRAMTRACE_CACHE_DIR", str(tmp_path))
-    src = tmp_path / "part.cpp"
-    src.write_text("// a part\n")
-    built = []
-
-    def compile_part(name, sources, *, folder, want, loader, **_):
-        built.append(name)
-        target = os.path.join(folder, f"{name}.so")
-        open(target, "w").close()
-        return loader(target)
+    nb, src, built = _part_compiled_by_a_stand_in(tmp_path, monkeypatch)
 
     def no_locks(fd, op):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(nb, "_build_locked", compile_part)
-    monkeypatch.setattr(nb.ctypes, "CDLL", lambda path: ("loaded", path))
     monkeypatch.setattr(nb.fcntl, "flock", no_locks)
     got = nb.build("part", "vt_part", [str(src)], what="a part")
     assert built == ["vt_part"] and got[1].endswith("vt_part.so"), (built, got)

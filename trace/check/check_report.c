@@ -221,10 +221,10 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
             if (x->under_stack) {
                 /* several lines' sites under one call (check_kept_call.c) */
                 site_of(s, x->under_stack, site, sizeof site);
-                fprintf(f, "     call sites growing %s, allocated under %s, at %s%zu lines"
+                fprintf(f, "     call sites growing %s, allocated under %s, at %s%zu line%s"
                            " inside it: %s\n", how, site,
                         g[k].nlines == CK_GROUP_LINES_MAX ? "at least " : "", g[k].nlines,
-                        UNDER_CALL_WHY);
+                        g[k].nlines == 1 ? "" : "s", UNDER_CALL_WHY);
             } else {
                 site_of(s, x->alloc_stack, site, sizeof site);
                 fprintf(f, "     %s growing %s, allocated at %s\n",

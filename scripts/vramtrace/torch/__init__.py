@@ -86,7 +86,8 @@ def track(lib: Any = None, **options: Any) -> Tracker:
     reported as the cycles they are, and a collection the program runs
     itself still records the holder), ``max_depth``/``max_breadth``/``max_nodes`` (bounds
     of the referrer walk: its depth, the referrers it follows per object -- a
-    module's namespace is followed past it --, the holders it finds in all), ``stacks`` (record Python stacks of uses),
+    module's namespace is followed past it --, the holders it finds in all),
+    ``stacks`` (record Python stacks of uses),
     ``walk_fraction`` (the walk may take this fraction of the program's own
     CPU time between marks -- the time not spent recording ops and deaths --,
     default 0.25: all of a mark's work is paid from it, so the marks add at
