@@ -287,6 +287,50 @@ TEST(a_named_root_is_shown_before_a_bare_container_no_one_is_seen_holding)
         NULL });
 }
 
+/* An evaluation's graph that only a cycle through C++ keeps (a
+ * saved_tensors_hooks pack hook returned ReLU's output as it was given):
+ * tensor 'out' (ACT1) → its grad_fn ReluBackward0, which saved 'out' itself
+ * and leads to AddmmBackward0, which saved the batch 'x' (ACT2). Each
+ * storage's chain reads from the tensor 'out', whichever hop the search met
+ * the cycle at (the batch's at the node's saved 'result'), so both are one
+ * cause; the report says why no collection frees it. */
+TEST(a_cycle_through_a_pack_hooks_saved_output_reads_from_its_tensor_as_one_cause)
+{
+    synth y;
+    made_in_step_1(&y, 90, ACT1, "out");
+    synth_new_tensor(&y, 91, ACT2, 2 * MiB, "x", st_fwd);
+    synth_holder(&y, 92, "ReluBackward0");
+    synth_holder(&y, 93, "AddmmBackward0");
+    synth_ref(&y, 90, 92, "grad_fn");
+    synth_ref(&y, 92, 90, "SavedTensor 'result' of ReluBackward0 (as packed by saved_tensors_hooks)");
+    synth_ref(&y, 92, 93, "next_functions[0]");
+    synth_ref(&y, 93, 91, "SavedTensor 'mat1' of AddmmBackward0 (as packed by saved_tensors_hooks)");
+    steps(&y, 2, 6);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT_EQ(r->nfindings, 2);
+    const vt__check_finding *f = by_addr(r, ACT2);
+    ASSERT(f->paths[0].cycle);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "(cycle) tensor 'out'.grad_fn \xe2\x86\x92 ReluBackward0.next_functions[0] \xe2\x86\x92 "
+        "AddmmBackward0.SavedTensor 'mat1' of AddmmBackward0 (as packed by saved_tensors_hooks) "
+        "\xe2\x86\x92 tensor 'x' \xe2\x86\x92 storage 0x7f2000100000 2 MiB");
+    f = by_addr(r, ACT1);
+    ASSERT_STR_EQ(path_text(f, 0),
+        "(cycle) tensor 'out'.grad_fn \xe2\x86\x92 ReluBackward0.SavedTensor 'result' of "
+        "ReluBackward0 (as packed by saved_tensors_hooks) \xe2\x86\x92 tensor 'out' "
+        "\xe2\x86\x92 storage 0x7f2000000000 1 MiB");
+    char *text = render(r, &y, 0);
+    ASSERT_STR_CONTAINS(text, "2 findings from 1 cause");
+    ASSERT_STR_CONTAINS(text, "held by: (cycle) tensor 'out'.grad_fn \xe2\x86\x92 (the autograd"
+                              " graph it keeps)\n     a cycle through the autograd graph, which the"
+                              " garbage collector cannot break");
+    ASSERT_STR_CONTAINS(text, "a pack hook that returns t.detach() saves the same data without"
+                              " the cycle");
+    free(text);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
 /* ------------------------------------------------------------------------ */
 /*  Ranking, bytes, odd inputs                                              */
 /* ------------------------------------------------------------------------ */

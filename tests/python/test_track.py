@@ -756,28 +756,44 @@ def test_a_tensor_no_op_showed_is_found_on_memory_whose_tensors_died(fake):
     assert tr.errors == 0
 
 
-def test_saved_attributes_are_read_only_while_their_tensors_live_and_unhooked():
-    """A walk reads an autograd node's saved tensors only where reading
-    unpacks nothing of the program's (no saved-tensor hook) and the tensors
-    still live. A spent graph's (its backward ran) raise when read: a list
-    keeping each batch's LSTM output of pytorch/examples'
-    word_language_model kept 276 spent graphs, and the snapshot's walk spent
-    5 s raising. Attributes that save no tensor (sizes, dims) are read."""
-    from vramtrace.torch._walks import _saved_readable
+def test_saved_attributes_are_read_while_their_tensors_live_and_never_unpacked():
+    """A walk reads an autograd node's saved tensors only while they live,
+    and never by unpacking through the program's saved-tensor hook: where a
+    pack hook made one, what it returned is read as packed (a SavedTensor's
+    data), the unpack hook never called. A spent graph's (its backward ran)
+    raise when read: a list keeping each batch's LSTM output of
+    pytorch/examples' word_language_model kept 276 spent graphs, and the
+    snapshot's walk spent 5 s raising. Attributes that save no tensor
+    (sizes, dims) are read."""
+    from vramtrace.torch._walks import _saved_values
     x = torch.randn(4, 4, requires_grad=True)
     y = (x * 2).sin()
     spent = y.grad_fn
-    assert _saved_readable(spent, "_saved_self")
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+    vals, packed = _saved_values(spent, "_saved_self")
+    assert len(vals) == 1 and torch.equal(vals[0], x * 2) and not packed
+    unpacked = []
+
+    def unpack(t):
+        unpacked.append(t)
+        return t
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t) or t, unpack):
         hooked = (x * 3).sin()
-    assert not _saved_readable(hooked.grad_fn, "_saved_self")
+    vals, packed = _saved_values(hooked.grad_fn, "_saved_self")
+    assert packed and len(vals) == 1 and vals[0] is kept[0], (vals, kept)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: ("on", t.detach()), unpack):
+        pair = (x * 4).cos()
+    vals, packed = _saved_values(pair.grad_fn, "_saved_self")   # tensors in a tuple
+    assert packed and len(vals) == 1 and torch.equal(vals[0], x * 4), vals
+    assert unpacked == []
     y.sum().backward()
-    assert not _saved_readable(spent, "_saved_self")
+    assert _saved_values(spent, "_saved_self") == ((), False)
     with pytest.raises(RuntimeError):
         spent._saved_self          # what reading it would have done
     summed = x.sum(0)
     assert summed.grad_fn._saved_dim is not None
-    assert _saved_readable(summed.grad_fn, "_saved_dim")
+    vals, packed = _saved_values(summed.grad_fn, "_saved_dim")
+    assert list(vals) == list(summed.grad_fn._saved_dim) and not packed, vals
 
 
 def test_a_tensors_death_drops_its_references_from_every_scope_and_no_others(fake):

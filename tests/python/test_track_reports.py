@@ -17,7 +17,10 @@ functools.lru_cache (held by the cache, named with the call's arguments),
 a few rows of each batch's output kept as slices (each keeps its whole
 batch's buffer: the report says what the slice covers), an evaluation loss
 logged lazily with its graph to a logger whose handler buffers its records
-(held by the logging module's objects, named from the program's logger).
+(held by the logging module's objects, named from the program's logger), a
+saved_tensors_hooks pack hook that returns the tensor it was given, around an
+evaluation without no_grad (each saved output keeps its own grad_fn: a cycle
+through C++ no collection frees; named, and said why, as one cause).
 And one observer effect the walks must not have on such programs: a kept
 graph's tensors saved through checkpointing's hooks are never unpacked. They run on the CPU with the holder walks unbudgeted (run_leak.py
 says why)."""
@@ -25,6 +28,7 @@ says why)."""
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -32,7 +36,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
                                 reason=f"needs torch >= 2, this is {torch.__version__}")
 
-from conftest import run_traced, vt_check  # noqa: E402
+from conftest import run_traced, vt_check, vt_cli  # noqa: E402
 
 LEAKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "leaks")
 
@@ -57,6 +61,7 @@ REPORTS = {
     "kept_output_slices": (["Program.recons → list["], "linger"),
     "logged_eval_loss": (["module logged_eval_loss.log → Logger.handlers → list[0] → "
                           "MemoryHandler.buffer → list["], "linger"),
+    "packed_output_cycle": (["(cycle) tensor 'out = self.model(xv)"], "linger"),
 }
 
 
@@ -174,6 +179,28 @@ def test_report_fixed_twin_is_clean(program, runs):
     assert rep["findings"] == [], [f["paths"] for f in rep["findings"]][:3]
     assert rc == 0
     assert rep["tensors"] > 0 and rep["marks"] >= 6
+
+
+def test_a_cycle_through_a_pack_hooks_saved_output_is_one_cause_and_says_why(runs):
+    """What an evaluation's graph saved through a pack hook that returns its
+    tensor (leaks/packed_output_cycle.py): the outputs ReLU and Tanh saved as
+    themselves and the batch and activations the Linear layers saved, held
+    by nothing in Python. Read without unpacking (a SavedTensor's data is
+    what the pack hook returned), the graph's own output is found holding
+    itself: one cause, its chain a cycle from that output through its
+    grad_fn, and the report says why no collection frees it and what to
+    return from the hook."""
+    info, rc, rep = runs("packed_output_cycle", "leak")
+    assert rc == 1
+    groups = rep["groups"]
+    assert len(groups) == 1, [(g["count"], g["owner"], g["path"]) for g in groups]
+    assert groups[0]["path"].startswith("(cycle) tensor 'out = self.model(xv) "
+                                        "(packed_output_cycle.py:"), groups[0]
+    assert groups[0]["count"] == len(rep["findings"]) >= len(info["expect"]), groups[0]
+    text = subprocess.run([vt_cli(), "check", info["snap"]], capture_output=True, text=True,
+                          timeout=120).stdout
+    assert "a saved_tensors_hooks pack hook returned the tensor it was given" in text, text
+    assert "returns t.detach()" in text, text
 
 
 def test_walks_never_unpack_a_saved_tensor_through_the_programs_hook(real_lib):

@@ -318,7 +318,13 @@ static int search(graph *g, vt__check_finding *f, size_t fi, uint32_t sti,
         return 0;
     if (!bounded) {
         /* Every node found has a live referrer: only cycles hold it. Report
-         * the shallowest node whose referrer lies on its own chain. */
+         * the shallowest node whose referrer lies on its own chain, from
+         * that referrer; from the node itself where it is a tensor and the
+         * referrer is not. A cycle through an autograd graph (a tensor its
+         * own grad_fn saved) then reads from its tensor whichever of the
+         * graph's storages it is found from: "(cycle) tensor 'out'.grad_fn
+         * → …", one cause for its output and the inputs its nodes saved,
+         * not one per node the search met first. */
         size_t lim = nq < 256 ? nq : 256;
         for (size_t i = 0; i < lim; i++) {
             uint32_t x = g->queue[i];
@@ -326,8 +332,12 @@ static int search(graph *g, vt__check_finding *f, size_t fi, uint32_t sti,
             for (uint32_t e = m->nodes[x].in_head; e != CK_NONE && seen < 64;
                  e = g->e[e].next, seen++) {
                 uint32_t src = g->e[e].from;
-                if (live(&m->nodes[src]) && on_chain(m, x, src))
-                    return emit_path(g, f, sti, src, g->e[e].label, x, 1, 0);
+                if (!live(&m->nodes[src]) || !on_chain(m, x, src))
+                    continue;
+                if (m->nodes[x].kind == VT_CHECK_NODE_TENSOR &&
+                    m->nodes[src].kind != VT_CHECK_NODE_TENSOR)
+                    return emit_path(g, f, sti, CK_NONE, 0, x, 1, 0);
+                return emit_path(g, f, sti, src, g->e[e].label, x, 1, 0);
             }
         }
     }

@@ -154,6 +154,30 @@ static void site_of(const vt__snapshot_data *s, uint32_t id, char *buf, size_t l
 /* A cause's findings looked at for holder chains of other shapes, at most. */
 #define DETAILS_SCAN 256
 
+/* A saved tensor that the program's saved_tensors_hooks pack hook returned
+ * is labelled so by track()'s walk (vramtrace/torch/_walks.py, _PACKED_MARK);
+ * a cycle through one is never freed. */
+#define PACKED_MARK " (as packed by saved_tensors_hooks)"
+#define PACKED_CYCLE_WHY "a cycle through the autograd graph, which the garbage collector" \
+                         " cannot break (it does not see what C++ holds): a" \
+                         " saved_tensors_hooks pack hook returned the tensor it was given, so" \
+                         " the graph saves the tensor whose grad_fn it is; a pack hook that" \
+                         " returns t.detach() saves the same data without the cycle"
+
+/* Whether x's first holder chain is a cycle through a saved tensor a pack
+ * hook returned. */
+static int packed_cycle(const vt__check_finding *x)
+{
+    if (!x->npaths || !x->paths[0].cycle)
+        return 0;
+    for (size_t i = 0; i < x->paths[0].nsteps; i++) {
+        const char *label = x->paths[0].steps[i].label;
+        if (label && strstr(label, PACKED_MARK))
+            return 1;
+    }
+    return 0;
+}
+
 #define NO_HOLDER_FOUND "no holder found (no object the holder walks reached refers to the " \
                         "tensor: it is held from C++, or a walk had not reached its holder yet)"
 
@@ -259,6 +283,8 @@ static void print_groups(FILE *f, const vt__check_report *r, const vt__snapshot_
                                    : path;
             print_held_by(f, "     ", &g[k], held, (int)strlen(held));
             const vt__check_finding *x = &r->findings[g[k].first];
+            if (packed_cycle(x))
+                fprintf(f, "     %s\n", PACKED_CYCLE_WHY);
             if (x->rule == VT_CHECK_RULE_LINGER && x->nviews_live)   /* its kept part */
                 fprintf(f, "     what is kept is a small part: %s of %s in #%zu; a copy of it"
                            " (.clone(), or .cpu()) would free the rest\n",

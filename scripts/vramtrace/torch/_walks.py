@@ -9,7 +9,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .._lib import TENSOR_SAVED_ONLY
 from .._referrers import (Edge, NodeKey, WalkResult, instances_of, level_passes,
@@ -206,51 +206,94 @@ def _saved_attrs(node_type: type) -> Tuple[str, ...]:
     return attrs
 
 
-def _function_saved(node: Any) -> List[Any]:
-    """The SavedTensors of an autograd.Function's node (``_raw_saved_tensors``)
-    whose data can be read without calling a hook; [] for other nodes."""
+# Said after the label of a saved tensor that the program's pack hook
+# returned (_saved_data): the checker's report reads it (check_report.c,
+# PACKED_MARK) to say why a cycle through it is never freed.
+_PACKED_MARK = " (as packed by saved_tensors_hooks)"
+
+
+def _function_saved(node: Any) -> List[Tuple[Any, bool]]:
+    """The tensors an autograd.Function's node saved (``_raw_saved_tensors``),
+    read without calling a hook (_saved_data), each with whether a pack hook
+    made it; [] for other nodes."""
     try:
         raws = node._raw_saved_tensors
     except Exception:
         return []
-    out = []
+    out: List[Tuple[Any, bool]] = []
     for r in raws if isinstance(raws, (list, tuple)) else ():
         try:
-            if r.unpack_hook is None and isinstance(r.data, _torch.Tensor):
-                out.append(r)
+            packed = r.unpack_hook is not None
         except Exception:
             continue
+        out.extend((d, packed) for d in _saved_data(r))
     return out
 
 
-def _saved_readable(node: Any, attr: str) -> bool:
-    """Whether to read ``node.<attr>`` (a ``_saved_*`` attribute), told by
-    its ``_raw`` twin (SavedTensor objects) without unpacking. Not when
-    reading would call the program's saved-tensor unpack hook (activation
-    checkpointing's recomputes the forward: memory, time, the program's own
-    code run again; an offloading hook copies back to the device), nor when
-    every tensor it saved was released (a graph whose backward ran: its
-    ``data`` is None, and reading the attribute raises, which cost the
-    snapshot of pytorch/examples' word_language_model, a list keeping each
-    batch's LSTM output and so its spent graph, 5 s of exceptions), nor when
-    it cannot be asked. Read where it is no saved tensor (sizes, scalars)."""
+def _saved_data(raw: Any) -> List[Any]:
+    """The tensors SavedTensor ``raw`` keeps, read without unpacking: its
+    ``data``, which is the saved tensor where no saved_tensors_hooks were
+    set and what the program's pack hook returned where they were (a tensor,
+    or tensors in a tuple or list: save_on_cpu's (device, copy)); reading it
+    calls no hook. [] once backward released it. A pack hook that returns
+    the tensor itself keeps it from C++ (pytorch/pytorch#189025's caveat):
+    a saved output then keeps its own grad_fn, a cycle through C++ that
+    gc.collect() never breaks, and its graph's saved inputs with it."""
+    try:
+        data = raw.data
+    except Exception:
+        return []
+    if isinstance(data, _torch.Tensor):
+        return [data]
+    if isinstance(data, (tuple, list)) and len(data) <= 8:
+        return [d for d in data if isinstance(d, _torch.Tensor)]
+    return []
+
+
+def _saved_values(node: Any, attr: str) -> Tuple[Sequence[Any], bool]:
+    """What ``node.<attr>`` (a ``_saved_*`` attribute) keeps, told by its
+    ``_raw`` twin (SavedTensor objects), and whether the program's pack hook
+    made it. Never by calling the program's saved-tensor unpack hook
+    (activation checkpointing's recomputes the forward: memory, time, the
+    program's own code run again; an offloading hook copies back to the
+    device): where saved_tensors_hooks packed it, what the pack hook
+    returned (_saved_data), read as packed. Nothing where every tensor it
+    saved was released (a graph whose backward ran: its ``data`` is None,
+    and reading the attribute raises, which cost the snapshot of
+    pytorch/examples' word_language_model, a list keeping each batch's LSTM
+    output and so its spent graph, 5 s of exceptions), nor where it cannot
+    be asked. The attribute itself where it is no saved tensor (sizes,
+    scalars)."""
     try:
         raw = getattr(node, "_raw" + attr)
     except AttributeError:
-        return True        # not a saved tensor (sizes, scalars): nothing to unpack
+        return _attr_values(node, attr), False   # nothing to unpack
     except Exception:
-        return False
+        return (), False
+    packed: Optional[List[Any]] = None
     alive = False
     for r in raw if isinstance(raw, (list, tuple)) else (raw,):
         if r is None:
             continue
         try:
             if r.unpack_hook is not None:
-                return False
-            alive = alive or r.data is not None
+                packed = (packed or []) + _saved_data(r)
+            else:
+                alive = alive or r.data is not None
         except Exception:
-            return False
-    return alive
+            return (), False
+    if packed is not None:
+        return packed, True
+    return (_attr_values(node, attr) if alive else ()), False
+
+
+def _attr_values(node: Any, attr: str) -> Sequence[Any]:
+    """``node.<attr>`` as a sequence; () where reading it raises."""
+    try:
+        val = getattr(node, attr)
+    except Exception:
+        return ()
+    return val if isinstance(val, (list, tuple)) else (val,)
 
 
 def _chains_to(useful: Set[NodeKey], edges: List[Edge], nodes: Dict[NodeKey, Any],
@@ -886,19 +929,17 @@ class _Walks:
                 del leaf
             # an autograd.Function's (a compiled model's backward among
             # them): ctx.save_for_backward's tensors, read without
-            # unpacking (a SavedTensor's data), those with no hook only
-            for i, raw in enumerate(_function_saved(node)):
-                info = _storage_info(raw.data)
-                for o in (want.get(info[2], []) if info is not None else []):
-                    edges.append(Edge(nkey, o, f"saved_tensors[{i}] of {tname}"))
+            # unpacking (a SavedTensor's data; a pack hook's result)
+            for i, (data, packed) in enumerate(_function_saved(node)):
+                same = by_obj.get(id(data))
+                info = _storage_info(data) if same is None else None
+                label = f"saved_tensors[{i}] of {tname}" + (_PACKED_MARK if packed else "")
+                for o in ([same] if same is not None else
+                          want.get(info[2], []) if info is not None else []):
+                    edges.append(Edge(nkey, o, label))
             for attr in _saved_attrs(type(node)):
-                if not _saved_readable(node, attr):
-                    continue
-                try:
-                    val = getattr(node, attr)
-                except Exception:
-                    continue
-                vals = val if isinstance(val, (list, tuple)) else (val,)
+                vals, packed = _saved_values(node, attr)
+                mark = _PACKED_MARK if packed else ""
                 for v in vals:
                     if isinstance(v, _torch.Tensor):
                         same = by_obj.get(id(v))
@@ -909,7 +950,7 @@ class _Walks:
                             k = self._saved_tensor_of(kept[info[2]], node, attr[7:], tname)
                             stands.add(k)
                             held = [k]
-                        label = f"SavedTensor '{attr[7:]}' of {tname}"
+                        label = f"SavedTensor '{attr[7:]}' of {tname}{mark}"
                         edges.extend(Edge(nkey, o, label) for o in held)
 
         # First the nodes of the ops that ran right after each orphan's: the
