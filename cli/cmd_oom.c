@@ -18,8 +18,10 @@
 static const char usage_text[] =
     "usage: vramtrace " VT__USAGE_OOM "\n"
     "\n"
-    "Explain the first out-of-memory of a recording (a .vtsnap, or a PyTorch\n"
-    "snapshot pickle with an 'oom' entry), in a screenful:\n"
+    "Explain an out-of-memory of a recording (a .vtsnap, or a PyTorch snapshot\n"
+    "pickle with an 'oom' entry), in a screenful: of several, the one the program\n"
+    "ended with (the earlier ones were caught: a batch-size search, a retry),\n"
+    "else the first; --oom N picks another:\n"
     "  - what was asked (size, device, stream, the line of the program);\n"
     "  - what the device had: reserved, allocated, pending, free in the cache by\n"
     "    pool and stream, the largest free piece, and the bytes free in pieces\n"
@@ -35,6 +37,10 @@ static const char usage_text[] =
     "    bigger device. Only what the replay verified is offered as a fix: a\n"
     "    candidate that ran to the end while the recorded settings ran out of\n"
     "    memory in the same replay.\n"
+    "  - an OOM after one the program caught: what the call that ran out then\n"
+    "    still holds (a retry inside the except clause), and the retry after it\n"
+    "    replayed as a fix;\n"
+    "  --oom N       explain the N-th OOM of the recording (1 the first; last)\n"
     "  --json        the same as one JSON document (docs/json-schema.md)\n"
     "  --jobs N      replays run at once (default: the CPUs)\n"
     "  --no-replay   explain without replaying (no fixes)\n"
@@ -56,6 +62,17 @@ int vt__cmd_oom(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--no-replay")) {
             opt.no_replay = true;
+        } else if (!strcmp(a, "--oom")) {
+            char *end = NULL;
+            const char *v = i + 1 < argc ? argv[i + 1] : "";
+            long n = strcmp(v, "last") ? strtol(v, &end, 10) : 0;
+            if (strcmp(v, "last") && (!*v || *end || n < 1)) {
+                fprintf(stderr, "vramtrace oom: --oom needs a number from 1 (the first OOM), or"
+                                " 'last'\n");
+                return VT_EXIT_FAILURE;
+            }
+            opt.which = strcmp(v, "last") ? (size_t)n : VT__OOM_LAST;
+            i++;
         } else if (!strcmp(a, "--jobs")) {
             char *end = NULL;
             long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;

@@ -36,7 +36,7 @@ enum {
 #define VT__USAGE_COMPARE "compare SNAPSHOT SNAPSHOT... [--json] [--top N]"
 #define VT__USAGE_REPLAY "replay SNAPSHOT [--rules R] [--conf K:V,...] [--capacity SIZE] [--sweep]\n" \
     "                        [--json]"
-#define VT__USAGE_OOM "oom SNAPSHOT [--json] [--jobs N] [--no-replay]"
+#define VT__USAGE_OOM "oom SNAPSHOT [--oom N|last] [--json] [--jobs N] [--no-replay]"
 
 int vt__cmd_run(int argc, char **argv);      /* cmd_run.c */
 int vt__cmd_summary(int argc, char **argv);  /* cmd_summary.c */

@@ -539,8 +539,9 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
 
     /* 0: the recorded settings at the capacity; 1: the same, unlimited */
     size_t n = 0;
-    opts[n++] = (vt__replay_options){ .capacity = cap };
-    opts[n++] = (vt__replay_options){ .capacity = VT_REPLAY_UNLIMITED };
+    size_t caught = r->event;   /* earlier OOMs fail as the program saw them */
+    opts[n++] = (vt__replay_options){ .capacity = cap, .caught_before = caught };
+    opts[n++] = (vt__replay_options){ .capacity = VT_REPLAY_UNLIMITED, .caught_before = caught };
     size_t first = n;
     char recorded[512];
     vt__replay_recorded_conf(s, recorded, sizeof recorded);
@@ -562,9 +563,12 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
     snprintf(cand[n++].conf, sizeof cand[0].conf, "roundup_power2_divisions:8");
     for (size_t i = first; i < n; i++) {
         cand[i].kind = VT__OOM_FIX_SETTING;
-        opts[i] = (vt__replay_options){ .conf = cand[i].conf, .capacity = cap };
+        opts[i] = (vt__replay_options){ .conf = cand[i].conf, .capacity = cap,
+                                        .caught_before = caught };
     }
     uint64_t fb = 0, cb = 0;
+    size_t nh = r->held_prev_count;
+    const vt__replay_free_at *held = r->held_frees;
     size_t nf = moved_frees(s, tl, r, false, flagged, &fb);
     size_t nc = moved_frees(s, tl, r, true, cycles, &cb);
     if (nf) {
@@ -572,7 +576,8 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                                  .storage_bytes = fb };
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "free the %zu storage%s check flags at their last use", nf, nf == 1 ? "" : "s");
-        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf,
+                                          .caught_before = caught };
     }
     if (nc) {
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GC, .storages = (uint32_t)nc,
@@ -580,7 +585,19 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "gc.collect() before the retry (%zu storage%s held by reference cycles)", nc,
                  nc == 1 ? "" : "s");
-        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc,
+                                          .caught_before = caught };
+    }
+    if (nh) {
+        char b1[32], site[112];
+        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_RETRY_OUTSIDE, .storages = (uint32_t)nh,
+                                 .storage_bytes = r->held_prev_bytes };
+        snprintf(cand[n].conf, sizeof cand[0].conf,
+                 "retry after the except clause (the %s %s made, freed when it ran out)",
+                 vt__fmt_bytes(r->held_prev_bytes, b1), site);
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = held, .nfree_at = nh,
+                                          .caught_before = caught };
     }
     r->nreplays += n;
     if (vt__replay_sweep(s, opts, n, jobs, res, status, errs)) {
@@ -641,7 +658,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                 if (c <= lo || (np && c <= pc[np - 1]) || (round && c >= hi) || c > hi)
                     continue;
                 pc[np] = c;
-                po[np++] = (vt__replay_options){ .capacity = c };
+                po[np++] = (vt__replay_options){ .capacity = c, .caught_before = caught };
             }
             if (!np)
                 break;
@@ -671,9 +688,14 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
             dev.capacity = best;
             dev.peak_reserved = best_peak;
             dev.fits = true;
-            char b1[32];
+            char b1[32], b2[32];
             uint64_t total = best + (r->total ? r->other : 0);
-            snprintf(dev.conf, sizeof dev.conf, "a device with %s or more%s", vt__fmt_bytes(total, b1),
+            vt__fmt_bytes(total, b1);
+            /* a few MiB more than the device rounds to its own size ("a
+             * device with 1 GiB or more" of a 1 GiB device): in MiB then */
+            if (r->total && !strcmp(b1, vt__fmt_bytes(r->total, b2)))
+                snprintf(b1, sizeof b1, "%" PRIu64 " MiB", (uint64_t)((total + MIB - 1) / MIB));
+            snprintf(dev.conf, sizeof dev.conf, "a device with %s or more%s", b1,
                      r->total && r->other ? " (for this process and the others)" : "");
         }
     }
@@ -708,25 +730,53 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     if (!opt)
         opt = &defaults;
     *out = NULL;
-    size_t first = SIZE_MAX, noom = 0;
-    for (size_t i = 0; i < s->nevents; i++)
+    size_t noom = 0, last = SIZE_MAX, last_alloc = SIZE_MAX;
+    for (size_t i = 0; i < s->nevents; i++) {
         if (s->events[i].kind == VT_EV_OOM) {
-            if (first == SIZE_MAX)
-                first = i;
             noom++;
+            last = i;
         }
-    if (first == SIZE_MAX) {
+        if (s->events[i].kind == VT_EV_ALLOC)
+            last_alloc = i;
+    }
+    if (!noom) {
         snprintf(err, errlen, "the recording holds no out-of-memory event: the program did not "
                               "run out of device memory while it was recorded");
         return -ENOENT;
     }
+    /* which: by default the OOM the program ended with (the last, nothing
+     * allocated after it: the earlier ones were caught, a batch-size search
+     * or a retry), else the first */
+    size_t which = opt->which;
+    if (which == VT__OOM_LAST || (!which && noom > 1 && (last_alloc == SIZE_MAX || last_alloc < last)))
+        which = noom;
+    else if (!which)
+        which = 1;
+    if (which > noom) {
+        snprintf(err, errlen, "the recording holds %zu out-of-memory event%s, not %zu", noom,
+                 noom == 1 ? "" : "s", which);
+        return -ERANGE;
+    }
     vt__oom_report *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
-    const vt__event *e = &s->events[first];
-    r->event = first;
+    r->prev_event = SIZE_MAX;
+    for (size_t i = 0, k = 0; i < s->nevents; i++)
+        if (s->events[i].kind == VT_EV_OOM && ++k == which) {
+            r->event = i;
+            break;
+        } else if (s->events[i].kind == VT_EV_OOM) {
+            r->prev_event = i;
+        }
+    const vt__event *e = &s->events[r->event];
     r->noom = noom;
-    for (size_t i = first + 1; i < s->nevents; i++)
+    r->index = which;
+    if (r->prev_event != SIZE_MAX) {
+        const vt__event *p = &s->events[r->prev_event];
+        r->prev_size = p->req_size ? p->req_size : p->size;
+        r->prev_stack = p->stack;
+    }
+    for (size_t i = r->event + 1; i < s->nevents; i++)
         r->allocs_after += s->events[i].kind == VT_EV_ALLOC;
     r->device = e->device;
     r->stream = e->stream;
@@ -765,6 +815,9 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
         r->check = rep;
     if ((rc = alive_sites(s, tl, r)))
         goto fail;
+    size_t nheld = 0;
+    if ((rc = vt__oom_held_since_caught(s, tl, r, &r->held_frees, &nheld)))
+        goto fail;
     if (!opt->no_replay) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned jobs = opt->jobs ? opt->jobs : cpus > 0 ? (unsigned)cpus : 1;
@@ -788,6 +841,7 @@ void vt__oom_free(vt__oom_report *r)
     free(r->groups);
     free(r->sites);
     free(r->fixes);
+    free(r->held_frees);
     vt__check_report_free(r->check);
     free(r);
 }

@@ -37,6 +37,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "replay.h"
 #include "report_util.h"
 #include "snapshot.h"
 #include "timeline.h"
@@ -74,6 +75,8 @@ enum vt__oom_fix_kind {
     VT__OOM_FIX_FREE_FLAGGED,  /* the flagged storages freed at their last use */
     VT__OOM_FIX_GC,            /* the cycle-held storages freed before the retry */
     VT__OOM_FIX_DEVICE,        /* more device memory */
+    VT__OOM_FIX_RETRY_OUTSIDE, /* what the caught OOM's call made freed when it raised
+                                  (the retry after its except clause: oom_caught.c) */
 };
 
 typedef struct vt__oom_fix {
@@ -93,8 +96,20 @@ typedef struct vt__oom_report {
     /* the request */
     size_t event;              /* index of the OOM event in s->events */
     size_t noom;               /* OOM events recorded */
+    size_t index;              /* which of them this is, 1-based */
     size_t allocs_after;       /* ALLOC events recorded after it (0: the program
                                   ended there, and a replay checks no further) */
+    /* the OOM before it (an earlier one the program caught; oom_caught.c) */
+    size_t prev_event;         /* its event, SIZE_MAX: none */
+    uint64_t prev_size;
+    uint32_t prev_stack;
+    const vt__frame *failed_call; /* the program's call that ran out then (the
+                                     outermost Python frame of its stack not on
+                                     this one's), NULL: none of its own */
+    uint64_t held_prev_bytes;  /* alive at this OOM, made under that call before
+                                  it ran out: its frames, kept by the exception */
+    size_t held_prev_count;
+    vt__replay_free_at *held_frees; /* those freed at the earlier OOM, for its replay */
     int device;
     uint64_t stream, size, seq, time_ns;
     uint8_t pool;              /* the pool that serves it (enum vt_pool) */
@@ -144,19 +159,35 @@ typedef struct vt__oom_report {
     size_t nreplays;           /* replays run, of the whole recording each */
 } vt__oom_report;
 
+/* vt__oom_options.which: the last OOM of the recording */
+#define VT__OOM_LAST SIZE_MAX
+
 typedef struct vt__oom_options {
     unsigned jobs;             /* replays at once, 0: the CPUs */
     bool no_replay;            /* explain only */
+    size_t which;              /* the OOM to explain, 1-based (VT__OOM_LAST: the last);
+                                  0: the one the program ended with (the last, with
+                                  no allocation after it), else the first */
 } vt__oom_options;
 
-/* Explain the first OOM of `s` (its timeline `tl`). Names in `s` should be
- * terminal-safe for the text view (vt__report_text_names) and as recorded
- * for JSON. @return 0 and *out (vt__oom_free), -ENOENT when the recording
- * has no OOM, -ENOMEM; a one-line message in err. */
+/* Explain an OOM of `s` (its timeline `tl`): options.which's. Names in `s`
+ * should be terminal-safe for the text view (vt__report_text_names) and as
+ * recorded for JSON. Where an earlier OOM was caught, the replays let it fail
+ * as it did (replay options.caught_before). @return 0 and *out
+ * (vt__oom_free), -ENOENT when the recording has no OOM, -ERANGE when it has
+ * fewer than options.which, -ENOMEM; a one-line message in err. */
 int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen);
 
 void vt__oom_free(vt__oom_report *r);
+
+/* oom_caught.c: what the call that ran out of memory at the OOM before r's
+ * (r->prev_event) made and still held at r's: r->failed_call and
+ * r->held_prev_*, and the frees that move them to that OOM (*out, *n:
+ * malloc'd, NULL when none), for the replay of a retry after the except
+ * clause. @return 0 or -ENOMEM. */
+int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl,
+                              vt__oom_report *r, vt__replay_free_at **out, size_t *n);
 
 /* The line a report names for stack `id`: vt__report_site_frame's, or, in
  * an imported PyTorch stack whose frames carry no module (C++ and Python

@@ -177,10 +177,25 @@ static void mostly_inside_line(FILE *f, const vt__snapshot_data *s, const vt__oo
     fputc('\n', f);
 }
 
+/* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
+ * program ended with" (r->noom > 1). */
+static const char *which_text(const vt__oom_report *r, char *buf, size_t len)
+{
+    if (r->index == 1)
+        snprintf(buf, len, "the first of %zu OOMs", r->noom);
+    else if (r->index == r->noom && !r->allocs_after)
+        snprintf(buf, len, "the last of %zu OOMs, the one the program ended with", r->noom);
+    else if (r->index == r->noom)
+        snprintf(buf, len, "the last of %zu OOMs", r->noom);
+    else
+        snprintf(buf, len, "OOM %zu of %zu", r->index, r->noom);
+    return buf;
+}
+
 static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                         const vt__oom_report *r)
 {
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], which[96];
     fprintf(f, "vramtrace run: the program ran out of device memory: %s asked on device %d at ",
             vt__fmt_bytes(r->size, b1), r->device);
     site_text(f, s, vt__oom_site_frame(s, r->stack));
@@ -191,8 +206,21 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
         fprintf(f, "  it went on: the error was caught, %zu allocation%s after it", r->allocs_after,
                 r->allocs_after == 1 ? "" : "s");
         if (r->noom > 1)
-            fprintf(f, ", %zu OOMs in all (this is the first)", r->noom);
+            fprintf(f, ", %zu OOMs in all (this is %s)", r->noom,
+                    r->index == 1 ? "the first" : "a later one");
         fputc('\n', f);
+    } else if (r->noom > 1) {
+        /* the earlier ones were caught: a batch-size search, a retry */
+        fprintf(f, "  %s; the earlier %s caught\n", which_text(r, which, sizeof which),
+                r->noom == 2 ? "one was" : "ones were");
+    }
+    if (r->held_prev_bytes) {
+        char site[160];
+        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        fprintf(f, "  %s alive here was made by %s, which ran out of memory before: a retry"
+                   " inside the except clause\n  that caught it runs while the exception keeps"
+                   " that call's frames and tensors alive\n", vt__fmt_bytes(r->held_prev_bytes, b1),
+                site);
     }
     fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
@@ -238,12 +266,12 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
         print_brief(f, path, s, r);
         return;
     }
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], which[96];
     fprintf(f, "OUT OF MEMORY: %s asked on device %d, stream 0x%" PRIx64 ", %.3f s into the "
                "recording (event %zu", vt__fmt_bytes(r->size, b1), r->device, r->stream,
             rel_s(s, r->time_ns), r->event);
     if (r->noom > 1)
-        fprintf(f, "; the first of %zu OOMs", r->noom);
+        fprintf(f, "; %s", which_text(r, which, sizeof which));
     fputs(")\n  at ", f);
     site_text(f, s, vt__oom_site_frame(s, r->stack));
     fputc('\n', f);
@@ -339,6 +367,18 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     const vt__oom_site *piled = piled_up_site(r);
     if (piled)
         piled_up_line(f, s, piled);
+    if (r->held_prev_bytes) {
+        char site[160];
+        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        fprintf(f, "  %s of them (%zu allocation%s) made by %s, which ran out\n"
+                   "   of memory at the OOM before (event %zu, %s asked); the program caught it,"
+                   " and while its\n   except clause runs, the exception's traceback keeps"
+                   " that call's frames, and what they held,\n   alive: a retry inside the"
+                   " except clause runs out with them (retry after it)\n",
+                vt__fmt_bytes(r->held_prev_bytes, b1), r->held_prev_count,
+                r->held_prev_count == 1 ? "" : "s", site, r->prev_event,
+                vt__fmt_bytes(r->prev_size, b2));
+    }
 
     if (!r->replayed) {
         fprintf(f, "what would have fit: %s\n", r->replay_err);
@@ -411,6 +451,7 @@ static const char *fix_kind(int k)
     case VT__OOM_FIX_SETTING: return "setting";
     case VT__OOM_FIX_FREE_FLAGGED: return "free_flagged";
     case VT__OOM_FIX_GC: return "gc_collect";
+    case VT__OOM_FIX_RETRY_OUTSIDE: return "retry_outside";
     default: return "device";
     }
 }
@@ -426,7 +467,20 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                ", \"line\": ", r->event, r->seq, rel_s(s, r->time_ns), r->device, r->stream,
             r->size);
     vt__report_frame_json(f, s, vt__oom_site_frame(s, r->stack));
-    fprintf(f, ", \"ooms_recorded\": %zu, \"allocations_after\": %zu}", r->noom, r->allocs_after);
+    fprintf(f, ", \"ooms_recorded\": %zu, \"index\": %zu, \"allocations_after\": %zu}",
+            r->noom, r->index, r->allocs_after);
+    /* an earlier OOM the program caught, whose call still holds memory */
+    if (r->held_prev_bytes) {
+        char site[160];
+        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        fprintf(f, ", \"held_since_caught\": {\"event\": %zu, \"size\": %" PRIu64 ", \"call\": ",
+                r->prev_event, r->prev_size);
+        vt__json_str(f, site);
+        fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %zu}", r->held_prev_bytes,
+                r->held_prev_count);
+    } else {
+        fputs(", \"held_since_caught\": null", f);
+    }
     fputs(", \"device\": {\"total\": ", f);
     if (r->total)
         fprintf(f, "%" PRIu64, r->total);
@@ -529,7 +583,8 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                    "\"verified\": %s, \"capacity\": %" PRIu64, fix_kind(x->kind),
                 x->peak_reserved, x->fits && !x->failed ? "true" : "false",
                 x->fits && !x->failed && r->reproduced ? "true" : "false", x->capacity);
-        if (x->kind == VT__OOM_FIX_FREE_FLAGGED || x->kind == VT__OOM_FIX_GC)
+        if (x->kind == VT__OOM_FIX_FREE_FLAGGED || x->kind == VT__OOM_FIX_GC
+            || x->kind == VT__OOM_FIX_RETRY_OUTSIDE)
             fprintf(f, ", \"storages\": %u, \"storage_bytes\": %" PRIu64, x->storages,
                     x->storage_bytes);
         if (!x->fits && !x->failed)

@@ -5,6 +5,7 @@
  * explained, and last the strings everything above refers to.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json_str.h"
@@ -59,12 +60,13 @@ static void write_oom(struct render *r, vt__buf *m)
         vt__put_str(m, ",\"oom\":null");
         return;
     }
+    /* at the OOM it explains (the one the program ended with, of several:
+     * its request's event, which the document's fixed layout opens with) */
     int64_t ax = -1;
-    for (size_t i = 0; i < r->s->nevents; i++)
-        if (r->s->events[i].kind == VT_EV_OOM) {
-            ax = (int64_t)axis_p1(r, (uint32_t)i) - 1;
-            break;
-        }
+    const char *ev = strstr(x, "\"request\": {\"event\": ");
+    unsigned long long at = ev ? strtoull(ev + 21, NULL, 10) : 0;
+    if (ev && at < r->s->nevents && r->s->events[at].kind == VT_EV_OOM)
+        ax = (int64_t)axis_p1(r, (uint32_t)at) - 1;
     vt__put_printf(m, ",\"oom\":{\"ax\":%" PRId64 ",\"x\":", ax);
     for (const char *p = x; *p; p++) {
         const char *lt = strchr(p, '<');

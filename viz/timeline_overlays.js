@@ -146,7 +146,8 @@
     const q = x.request, d = x.device, o = x.outside;
     const conf = (f) => f.kind === 'setting' ? (x.allocator === 'pytorch' ? 'PYTORCH_CUDA_ALLOC_CONF=' : 'VRAMTRACE_CONF=') + f.conf : f.conf;
     let h = '<div class="t">' + fmtBytes(q.size) + ' asked on cuda:' + q.device + ', stream ' + esc(q.stream) +
-      (q.ooms_recorded > 1 ? ' (the first of ' + q.ooms_recorded + ' OOMs)' : '') + '</div>';
+      (q.ooms_recorded > 1 ? ' (' + (q.index === 1 ? 'the first' : q.index === q.ooms_recorded ? 'the last' : 'OOM ' + q.index) +
+        ' of ' + q.ooms_recorded + ' OOMs)' : '') + '</div>';
     h += '<div class="loc">' + esc(q.line || 'no stack recorded') + '</div>';
     h += '<div>device: ' + fmtBytes(d.capacity) + (d.total ? '' : ' for this process') + ', ' + fmtBytes(d.free) + ' free at the OOM</div>';
     h += '<div>reserved ' + fmtBytes(d.reserved) + ': ' + fmtBytes(d.allocated) + ' allocated, ' +
@@ -172,6 +173,10 @@
         '</li>';
     });
     h += '</ol>';
+    const hc = x.held_since_caught;
+    if (hc) h += '<div class="why"><b>' + fmtBytes(hc.bytes) + '</b> of them made by <span class="loc">' + esc(hc.call) +
+      '</span>, which ran out of memory at the OOM before (event ' + hc.event + ') and was caught: while the except clause runs, ' +
+      'the exception keeps that call\'s frames and tensors alive (retry after it)</div>';
     const rp = x.replay;
     if (rp.error) return h + '<div class="none">not replayed: ' + esc(rp.error) + '</div>';
     h += '<div class="t">what would have fit, replayed in ' + fmtBytes(rp.capacity) +

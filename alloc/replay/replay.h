@@ -66,6 +66,11 @@ typedef struct vt__replay_options {
     vt__replay_rules rules;    /* VT_REPLAY_RULES_AUTO (0) unless set */
     const vt__replay_free_at *free_at; /* frees moved earlier, any order (NULL: none) */
     size_t nfree_at;
+    /* Recorded OOM events before this event index that the replay cannot
+     * serve either fail as they did and the replay goes on: the program
+     * caught them (a smaller batch tried next), and a later OOM is the one
+     * asked about. 0: the first request the replay cannot serve ends it. */
+    size_t caught_before;
     /* What the program held when the window opened (replay_seed.c), read
      * once by a sweep for all its replays; NULL: the replay reads it. */
     const struct vt__seeds *seeds;
@@ -140,6 +145,7 @@ typedef struct vt__replay_result {
     size_t recorded_ooms;      /* OOM events in the recording (each replayed as the
                                   allocation it was) */
     size_t recorded_ooms_served; /* of those, allocations the replay could serve */
+    size_t recorded_ooms_failed; /* of those, failed as recorded (options.caught_before) */
     uint64_t events_lost;      /* recorder ring overflow: the window misses the start */
     /* Segment allocations (device, size, in order) as recorded? Frees are
      * not compared: a stream's destruction gives its segments back in the

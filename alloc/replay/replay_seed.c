@@ -67,7 +67,8 @@ static int add_blocks(const vt__timeline *tl, vt__seeds *out)
         if (l->device + 1 > out->ndevices)
             out->ndevices = l->device + 1;
     }
-    qsort(out->v, out->n, sizeof *out->v, by_order);
+    if (out->n)   /* none held: v is NULL, which qsort may not be given */
+        qsort(out->v, out->n, sizeof *out->v, by_order);
     return 0;
 }
 

@@ -23,6 +23,7 @@ typedef struct walk {
     vt__early early;
     const vt__seeds *seeds;
     size_t next_seed;          /* the first seed not yet made */
+    size_t caught_before;      /* options.caught_before */
 } walk;
 
 /* The engine ran out of memory at event i, e, asking `size` bytes. */
@@ -143,6 +144,10 @@ static int oom_event(walk *w, size_t i, const vt__event *e)
     if (a < 0)
         return a;
     w->r->replayed++;
+    if (a == VT__REPLAY_OUT_OF_MEMORY && i < w->caught_before) {
+        w->r->recorded_ooms_failed++;   /* as recorded: the program caught it */
+        return 0;
+    }
     if (a == VT__REPLAY_OUT_OF_MEMORY) {
         out_of_memory(w, i, e, e->req_size);
         return 1;
@@ -158,7 +163,8 @@ int vt__replay_walk(vt__event_stream *es, const vt__replay_options *opt,
                     const vt__replay_engine *en)
 {
     static const vt__seeds none = { 0 };
-    walk w = { .en = en, .r = r, .seeds = seeds ? seeds : &none };
+    walk w = { .en = en, .r = r, .seeds = seeds ? seeds : &none,
+               .caught_before = opt ? opt->caught_before : 0 };
     if (vt__rmap_init(&w.live, 4096))
         return -ENOMEM;
     if (vt__early_init(&w.early, vt__event_stream_count(es), opt)) {

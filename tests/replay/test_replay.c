@@ -391,6 +391,36 @@ TEST(moved_frees_free_an_allocation_right_after_the_given_event)
     free(b);
 }
 
+/* A program that caught an OOM and went on, then ran out again: A (40 MiB),
+ * an 80 MiB request that failed (caught), B (40 MiB), then C (40 MiB), which
+ * ran out. On 100 MiB the replay fails at the caught request; told that
+ * OOMs before C's were caught (caught_before), it lets that one fail as it
+ * did and runs out at C, as the program did. */
+TEST(recorded_ooms_before_caught_before_fail_as_recorded_and_the_replay_goes_on)
+{
+    built *b = snap_new(0, NULL);
+    ev(b, VT_EV_ALLOC, 0x1000, 40 * MIB, 0, 0);      /* 0: A */
+    ev(b, VT_EV_OOM, 0, 80 * MIB, 0, 0);             /* 1: caught */
+    ev(b, VT_EV_ALLOC, 0x2000, 40 * MIB, 0, 0);      /* 2: B */
+    ev(b, VT_EV_OOM, 0, 40 * MIB, 0, 0);             /* 3: C, the end */
+    vt__replay_options opt = { .capacity = 100 * MIB, .rules = VT_REPLAY_RULES_PYTORCH };
+    vt__replay_result r;
+    char err[256];
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT(r.oom.happened);
+    ASSERT_EQ(r.oom.event_index, 1);
+    ASSERT_EQ(r.recorded_ooms_failed, 0);
+    vt__replay_result_free(&r);
+    opt.caught_before = 3;
+    ASSERT_EQ(vt__replay_run(&b->s, &opt, &r, err, sizeof err), 0);
+    ASSERT(r.oom.happened);
+    ASSERT_EQ(r.oom.event_index, 3);
+    ASSERT_EQ(r.oom.req_size, 40 * MIB);
+    ASSERT_EQ(r.recorded_ooms_failed, 1);
+    vt__replay_result_free(&r);
+    free(b);
+}
+
 TEST(recorded_device_total_is_the_default_capacity)
 {
     built *b = snap_new(50 * MIB, NULL);

@@ -26,6 +26,16 @@
                                library's: site-packages/minitrainer.py) that
                                concatenates every batch's predictions on the
                                device, as transformers' Trainer does
+    python oom_prog.py retry   after a small step, one too big for the device,
+                               its OutOfMemoryError caught and the step
+                               retried with a quarter of the batch inside the
+                               except clause, while the exception's traceback
+                               keeps the first attempt's activations
+                               (PyTorch's FAQ, "My out of memory exception
+                               handler can't allocate memory"): the retry
+                               runs out too
+    python oom_prog.py retry_after  the same retried after the except clause
+                               (fits)
     python oom_prog.py late    a training loop of 300 small steps whose first
                                five keep 20 MiB each, then a request the rest
                                of the device cannot hold (more events than a
@@ -144,6 +154,42 @@ def late() -> None:
     torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
 
 
+def _retry(inside: bool) -> None:
+    d = 1024
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(d, d), torch.nn.ReLU())
+                                  for _ in range(4)]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_step(batch: int) -> float:
+        x = torch.randn(batch, d, device="cuda")
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for batch in (512, 8192):     # a small batch, then one too big
+        failed = False
+        try:
+            train_step(batch)
+        except torch.OutOfMemoryError:
+            batch //= 4
+            if inside:
+                train_step(batch)   # the retry, with the first attempt still held
+            failed = True
+        if failed and not inside:
+            train_step(batch)
+    print("batch", batch)
+
+
+def retry() -> None:
+    _retry(inside=True)
+
+
+def retry_after() -> None:
+    _retry(inside=False)
+
+
 if __name__ == "__main__":
     pickle_path = sys.argv[3] if sys.argv[2:3] == ["--torch-snapshot"] else None
     if os.environ.get("VT_TEST_SLOW_SNAPSHOT_HOOK"):
@@ -157,7 +203,7 @@ if __name__ == "__main__":
     try:
         {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
          "first_step": first_step, "late": late, "weights": weights,
-         "evaluate": evaluate}[sys.argv[1]]()
+         "evaluate": evaluate, "retry": retry, "retry_after": retry_after}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

@@ -16,6 +16,7 @@ import sys
 from typing import Dict, List, Tuple
 
 import procs
+import pytest
 import vramtrace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -379,3 +380,42 @@ def test_free_memory_in_the_other_pool_is_said_not_to_serve_an_fsdp2_request(tmp
                      r"stream and pool it was made for, and the small pool on stream 0x[0-9a-f]+ "
                      r"has no piece of [0-9.]+ [KM]i?B; [0-9.]+ MiB in pieces that big are on "
                      r"other streams or in the other pool\n", text), text[:3000]
+
+
+def test_a_retry_inside_the_except_clause_is_told_what_the_failed_call_still_holds(tmp_path):
+    """oom_prog.py retry: a step too big, its OutOfMemoryError caught and
+    the step retried with a quarter of the batch inside the except clause,
+    which runs out too: the first attempt's input and activation are still
+    held by the exception's traceback (PyTorch's FAQ). The OOM explained is
+    the one the program ended with, not the one it caught; the report says
+    how much the call that ran out before still holds, and the retry after
+    the except clause is a fix the replay verifies (the earlier OOM failing
+    there as it did). Its twin, retried after the except clause, runs to
+    the end, and what the caught OOM's call made is not said to be held."""
+    snap, err = recorded_oom(tmp_path, "retry")
+    with open(PROG) as f:
+        call = next(i for i, text in enumerate(f, 1)
+                    if text.strip() == "train_step(batch)" and i > 150)
+    assert "  the last of 2 OOMs, the one the program ended with; the earlier one was caught" \
+        in err, err[-3000:]
+    assert f"alive here was made by train_step(batch) (oom_prog.py:{call}), which ran out of " \
+           "memory before" in err, err[-3000:]
+    j = oom_json(snap)
+    q, held = j["request"], j["held_since_caught"]
+    assert (q["index"], q["ooms_recorded"], q["allocations_after"]) == (2, 2, 0), q
+    assert held is not None and held["call"] == f"train_step(batch) (oom_prog.py:{call})", held
+    # the first attempt's batch and its first layer's output: 8192 x 1024 floats each
+    assert held["bytes"] >= 2 * 32 * MIB and held["size"] >= 32 * MIB, held
+    assert "retry_outside" in verified(j), j["fixes"]
+    first = vramtrace.oom_report(snap, which=1)
+    assert first["request"]["index"] == 1 and first["held_since_caught"] is None, first["request"]
+    with pytest.raises(vramtrace.VramtraceError, match="holds 2 out-of-memory events, not 3"):
+        vramtrace.oom_report(snap, which=3)
+    # the fix, applied: the retry after the except clause fits
+    after = str(tmp_path / "after.vtsnap")
+    rc, out, err = prog("retry_after", after)
+    assert rc == 0 and "batch 2048" in out, err[-3000:]
+    assert "  it went on: the error was caught, " in err and "alive here was made by" not in err, \
+        err[-3000:]
+    j = oom_json(after)
+    assert j["request"]["index"] == 1 and j["held_since_caught"] is None, j["request"]
