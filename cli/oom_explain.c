@@ -588,6 +588,16 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
         opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc,
                                           .caught_before = caught };
     }
+    if (r->library && r->cache_free) {
+        char b1[32];
+        cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_EMPTY_CACHE,
+                                 .storage_bytes = r->cache_free };
+        snprintf(cand[n].conf, sizeof cand[0].conf,
+                 "torch.cuda.empty_cache() before it (the %s free in PyTorch's cache given back"
+                 " to the device)", vt__fmt_bytes(r->cache_free, b1));
+        opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1,
+                                          .caught_before = caught };
+    }
     if (nh) {
         char b1[32], site[112];
         vt__report_site_name(s, r->failed_call, site, sizeof site);
@@ -641,6 +651,10 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
     if (unl && r->capacity && r->reproduced) {
         const uint64_t G = 2 * MIB;
         uint64_t lo = r->capacity, hi = unl > r->capacity ? unl : r->capacity + G;
+        /* a library's request is not held by the unlimited replay (it failed
+         * in the program): a device must hold it beside the rest */
+        if (r->library && hi < unl + r->size)
+            hi = unl + r->size;
         hi = (hi + G - 1) / G * G;
         uint64_t best = 0, best_peak = 0;
         for (int round = 0; round < 2 && (round ? hi > lo + G : hi > lo); round++) {
@@ -788,6 +802,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     r->stack = e->stack;
     r->device_free = e->aux;
     r->baseline_oom_event = SIZE_MAX;
+    r->library = vt__snapshot_oom_outside_framework(s, e);
     r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
                  || !strncmp(vt__snapshot_string(s, s->meta.library_version), "pytorch", 7);
     const vt__snap_device *di = vt__report_device(s, r->device);

@@ -77,6 +77,8 @@ enum vt__oom_fix_kind {
     VT__OOM_FIX_DEVICE,        /* more device memory */
     VT__OOM_FIX_RETRY_OUTSIDE, /* what the caught OOM's call made freed when it raised
                                   (the retry after its except clause: oom_caught.c) */
+    VT__OOM_FIX_EMPTY_CACHE,   /* the framework's cache emptied before a library's
+                                  request (torch.cuda.empty_cache()) */
 };
 
 typedef struct vt__oom_fix {
@@ -113,6 +115,9 @@ typedef struct vt__oom_report {
     int device;
     uint64_t stream, size, seq, time_ns;
     uint8_t pool;              /* the pool that serves it (enum vt_pool) */
+    bool library;              /* a library's own request, outside the observed framework's
+                                  cache (vt__snapshot_oom_outside_framework): its free
+                                  cached memory could not serve it */
     uint32_t stack;
     bool pytorch;              /* PyTorch's allocator (observed or imported) */
     /* the device at the OOM */

@@ -177,6 +177,26 @@ static void mostly_inside_line(FILE *f, const vt__snapshot_data *s, const vt__oo
     fputc('\n', f);
 }
 
+/* A library's own request next to PyTorch's cache (r->library): what made
+ * it, and why the cache's free memory could not serve it. `indent` opens
+ * each line. */
+static void library_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r,
+                         const char *indent)
+{
+    char b1[32];
+    const vt__frame *lib = vt__report_library_workspace(s, r->stack);
+    fprintf(f, "%sa library's own allocation", indent);
+    if (lib) {
+        fputs(" (", f);
+        vt__report_frame_text(f, s, lib);
+        fputc(')', f);
+    }
+    fprintf(f, ", outside PyTorch's cache\n%sthe %s free in PyTorch's cache could not serve it:"
+               " PyTorch gives cached blocks back to the\n%sdevice for its own requests only"
+               " (torch.cuda.empty_cache() gives them back)\n",
+            indent, vt__fmt_bytes(r->cache_free, b1), indent);
+}
+
 /* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
  * program ended with" (r->noom > 1). */
 static const char *which_text(const vt__oom_report *r, char *buf, size_t len)
@@ -200,6 +220,8 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
             vt__fmt_bytes(r->size, b1), r->device);
     site_text(f, s, vt__oom_site_frame(s, r->stack));
     fputc('\n', f);
+    if (r->library)
+        library_text(f, s, r, "  ");
     /* a program that caught the error (a batch-size search) is told so: the
      * run went on, and the fixes are for the request that failed */
     if (r->allocs_after) {
@@ -226,7 +248,7 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
             vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
             vt__fmt_bytes(r->free_smaller, b4));
-    if (!r->fit_where_served && r->fit_elsewhere)
+    if (!r->library && !r->fit_where_served && r->fit_elsewhere)
         fprintf(f, "  none of the pieces big enough (%s) is on the stream that asked, in its pool:"
                    " a cached piece serves only the stream and pool it was made for\n",
                 vt__fmt_bytes(r->fit_elsewhere, b1));
@@ -275,6 +297,8 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     fputs(")\n  at ", f);
     site_text(f, s, vt__oom_site_frame(s, r->stack));
     fputc('\n', f);
+    if (r->library)
+        library_text(f, s, r, "  ");
 
     if (r->total)
         fprintf(f, "device %d: %s, %s free at the OOM\n", r->device, vt__fmt_bytes(r->total, b1),
@@ -301,7 +325,7 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
                     r->groups[i].pieces == 1 ? "" : "s", vt__fmt_bytes(r->groups[i].largest, b2));
         if (r->ngroups > 4)
             fprintf(f, "    ... %zu more pools and streams\n", r->ngroups - 4);
-        if (!r->fit_where_served && r->fit_elsewhere)
+        if (!r->library && !r->fit_where_served && r->fit_elsewhere)
             fprintf(f, "  none of it where this request is served: a cached piece serves only "
                        "the stream and pool it was made for, and the %s pool on stream 0x%" PRIx64
                        " has no piece of %s; %s in pieces that big are on other streams or in "
@@ -452,6 +476,7 @@ static const char *fix_kind(int k)
     case VT__OOM_FIX_FREE_FLAGGED: return "free_flagged";
     case VT__OOM_FIX_GC: return "gc_collect";
     case VT__OOM_FIX_RETRY_OUTSIDE: return "retry_outside";
+    case VT__OOM_FIX_EMPTY_CACHE: return "empty_cache";
     default: return "device";
     }
 }
@@ -467,8 +492,9 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                ", \"line\": ", r->event, r->seq, rel_s(s, r->time_ns), r->device, r->stream,
             r->size);
     vt__report_frame_json(f, s, vt__oom_site_frame(s, r->stack));
-    fprintf(f, ", \"ooms_recorded\": %zu, \"index\": %zu, \"allocations_after\": %zu}",
-            r->noom, r->index, r->allocs_after);
+    fprintf(f, ", \"ooms_recorded\": %zu, \"index\": %zu, \"allocations_after\": %zu"
+               ", \"library\": %s}", r->noom, r->index, r->allocs_after,
+            r->library ? "true" : "false");
     /* an earlier OOM the program caught, whose call still holds memory */
     if (r->held_prev_bytes) {
         char site[160];

@@ -149,6 +149,8 @@
       (q.ooms_recorded > 1 ? ' (' + (q.index === 1 ? 'the first' : q.index === q.ooms_recorded ? 'the last' : 'OOM ' + q.index) +
         ' of ' + q.ooms_recorded + ' OOMs)' : '') + '</div>';
     h += '<div class="loc">' + esc(q.line || 'no stack recorded') + '</div>';
+    if (q.library) h += '<div class="why">a library\'s own allocation, outside PyTorch\'s cache: the ' + fmtBytes(d.cache_free) +
+      ' free in the cache could not serve it (torch.cuda.empty_cache() gives it back)</div>';
     h += '<div>device: ' + fmtBytes(d.capacity) + (d.total ? '' : ' for this process') + ', ' + fmtBytes(d.free) + ' free at the OOM</div>';
     h += '<div>reserved ' + fmtBytes(d.reserved) + ': ' + fmtBytes(d.allocated) + ' allocated, ' +
       fmtBytes(d.pending_free) + ' pending free, ' + fmtBytes(d.cache_free) + ' free in the cache</div>';

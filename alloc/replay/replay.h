@@ -71,6 +71,10 @@ typedef struct vt__replay_options {
      * caught them (a smaller batch tried next), and a later OOM is the one
      * asked about. 0: the first request the replay cannot serve ends it. */
     size_t caught_before;
+    /* 1 + the index of the event before which the device's cache is
+     * emptied, as the program's torch.cuda.empty_cache() would (the blocks
+     * cached free given back); 0: none. */
+    size_t empty_cache_at;
     /* What the program held when the window opened (replay_seed.c), read
      * once by a sweep for all its replays; NULL: the replay reads it. */
     const struct vt__seeds *seeds;

@@ -38,6 +38,17 @@ static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *bl
     engine *g = self;
     if (e->kind == VT_EV_ALLOC && !tm_pool_request(g->s, e))
         return VT__REPLAY_PASS;   /* outside the pool: its segment (if any) counts as recorded */
+    if (vt__snapshot_oom_outside_framework(g->s, e)) {
+        /* a library's own request that failed next to PyTorch's cache (cuBLAS
+         * making a handle): only what the device has free beside PyTorch's
+         * segments serves it, as PyTorch gives its cached blocks back for its
+         * own requests alone; served, it is not kept (the program never got it) */
+        const tdev *v = &g->t->dev[e->device];
+        uint64_t held = v->reserved + v->outside;
+        if (v->capacity != NO_LIMIT && (held > v->capacity || size > v->capacity - held))
+            return VT__REPLAY_OUT_OF_MEMORY;
+        return VT__REPLAY_PASS;
+    }
     tblock *b = tm_malloc(g->t, e->device, size, e->stream);
     if (!b)
         return g->t->failed ? -ENOMEM : VT__REPLAY_OUT_OF_MEMORY;

@@ -24,6 +24,7 @@ typedef struct walk {
     const vt__seeds *seeds;
     size_t next_seed;          /* the first seed not yet made */
     size_t caught_before;      /* options.caught_before */
+    size_t empty_cache_at;     /* options.empty_cache_at */
 } walk;
 
 /* The engine ran out of memory at event i, e, asking `size` bytes. */
@@ -164,7 +165,8 @@ int vt__replay_walk(vt__event_stream *es, const vt__replay_options *opt,
 {
     static const vt__seeds none = { 0 };
     walk w = { .en = en, .r = r, .seeds = seeds ? seeds : &none,
-               .caught_before = opt ? opt->caught_before : 0 };
+               .caught_before = opt ? opt->caught_before : 0,
+               .empty_cache_at = opt ? opt->empty_cache_at : 0 };
     if (vt__rmap_init(&w.live, 4096))
         return -ENOMEM;
     if (vt__early_init(&w.early, vt__event_stream_count(es), opt)) {
@@ -185,6 +187,16 @@ int vt__replay_walk(vt__event_stream *es, const vt__replay_options *opt,
         if (e->device < 0 || e->device >= (int)r->ndevices)
             continue;
         en->now(en->self, i, e);
+        if (w.empty_cache_at == i + 1) {   /* the program's empty_cache() before it */
+            vt__event emptied = { .seq = e->seq, .time_ns = e->time_ns, .device = e->device,
+                                  .kind = VT_EV_EMPTY_CACHE };
+            int calls = en->other(en->self, i, &emptied);
+            if (calls < 0) {
+                rc = calls;
+                break;
+            }
+            r->replayed += (size_t)calls;
+        }
         switch (e->kind) {
         case VT_EV_ALLOC:
             rc = alloc_event(&w, i, e, early);

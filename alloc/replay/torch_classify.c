@@ -82,8 +82,8 @@ static int allocs_event(classifier *c, size_t i, const vt__event *e)
         allocation(c, d, kind);
         break;
     }
-    case VT_EV_OOM:
-        allocation(c, d, 1);
+    case VT_EV_OOM:   /* a library's, next to an observed PyTorch: outside its pool */
+        allocation(c, d, vt__snapshot_oom_outside_framework(c->s, e) ? 2 : 1);
         break;
     case VT_EV_SEGMENT_ALLOC: {
         if (!c->observed) {

@@ -35,7 +35,12 @@
  *   SEGMENT_FREE     addr/size of a backend free
  *   STREAM_USE       addr = block, stream = the extra stream (vt_record_stream)
  *   OOM              req_size = request, aux = bytes free on the device,
- *                    aux2 = bytes reserved by the cache
+ *                    aux2 = bytes reserved by the cache, addr (since 1.13)
+ *                    = VT_OOM_* flags: VT_OOM_FRAMEWORK for the OOM of an
+ *                    observed framework allocator (PyTorch's, as it reported
+ *                    it); in a recording of one (1.13 on), an OOM without it
+ *                    is a library's own request that vramtrace's cache
+ *                    served outside the framework's (cuBLAS making a handle)
  *   MARK             str = label
  *   BAD_FREE         addr = the pointer, aux = VT_BAD_FREE_* reason
  *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM,
@@ -231,7 +236,7 @@ enum vt_passthrough_call {
  *   above): a file of minor m may hold only kinds of minors <= m, so a reader
  *   rejects a kind that is newer than the file's own minor even when the
  *   reader knows it (a 1.0 file with TENSOR_NAME is corrupt, exactly as a 1.0
- *   reader would find it). A writer writes its own minor (this one: 1.11).
+ *   reader would find it). A writer writes its own minor (this one: 1.13).
  *   History: 1.0 first release; 1.1 adds event kind TENSOR_NAME (25). A 1.0
  *   reader reads a 1.1 file whole and skips its TENSOR_NAME events (tensors
  *   then keep the name of their TENSOR_NEW). 1.2 adds event kind FORK (11),
@@ -301,6 +306,10 @@ enum vt_passthrough_call {
  *   1.12 gives FREE_REQUESTED aux2 the block's allocation stack, which an
  *   older reader ignores (it then knows a block made before the window,
  *   freed in it, by its free alone, as before); in older files it is 0.
+ *   1.13 gives OOM addr the flag VT_OOM_FRAMEWORK (0 before), which an older
+ *   reader ignores (it then takes a library's OOM next to an observed
+ *   framework for the framework's, as before; so does a reader of an older
+ *   file).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -440,7 +449,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 12
+#define VT_FORMAT_MINOR 13
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -493,6 +502,9 @@ enum vt_section_id {
     VT_SECTION_FRAME_FLAGS = 8,   /* format 1.8 */
     VT_SECTION_FRAMEWORK_STATE = 9,   /* format 1.10 */
 };
+
+/* OOM addr (format 1.13): the observed framework allocator's own OOM. */
+#define VT_OOM_FRAMEWORK 1ull
 
 /* TENSOR_NEW aux2 (format 1.8): not a base tensor's id, see TENSOR_NEW. */
 #define VT_TENSOR_SAVED_ONLY (1ull << 63)

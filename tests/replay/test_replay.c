@@ -841,6 +841,39 @@ TEST(auto_rules_pick_pytorchs_for_an_observed_recording_outside_memory_counts_ag
     free(b);
 }
 
+/* PyTorch's cache keeps a freed 60 MiB block on a 100 MiB device when a
+ * library asks 50 MiB of its own (an OOM without VT_OOM_FRAMEWORK, format
+ * 1.13): PyTorch does not give its cache back for it, so the replay runs
+ * out there; with the cache emptied before it (empty_cache_at), it fits.
+ * The same request as PyTorch's own (VT_OOM_FRAMEWORK) is served from its
+ * cache. */
+TEST(a_librarys_request_beside_pytorchs_cache_fits_only_once_the_cache_is_emptied)
+{
+    for (int framework = 0; framework < 2; framework++) {
+        built *b = snap_new(100 * MIB, NULL);
+        b->s.meta.flags = VT_META_POOL_OBSERVED;
+        b->s.meta.format_version = VT_FORMAT_MAJOR << 16 | 13;
+        ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 60 * MIB, 0, VT_POOL_LARGE);
+        ev(b, VT_EV_ALLOC, 0x9000000, 60 * MIB, 0, VT_ALLOC_POOL_BLOCK);
+        ev(b, VT_EV_FREE_REQUESTED, 0x9000000, 60 * MIB, 0, 0);
+        ev(b, VT_EV_FREE_COMPLETED, 0x9000000, 60 * MIB, 0, 0);
+        ev(b, VT_EV_OOM, framework ? VT_OOM_FRAMEWORK : 0, 50 * MIB, 0, 0);   /* 4 */
+        ASSERT_EQ(vt__snapshot_oom_outside_framework(&b->s, &b->ev[4]), !framework);
+        vt__replay_options opt = { .rules = VT_REPLAY_RULES_PYTORCH };
+        vt__replay_result r = replay_ok(b, &opt);
+        ASSERT_EQ(r.oom.happened, !framework);
+        if (!framework) {
+            ASSERT_EQ(r.oom.event_index, 4);
+            opt.empty_cache_at = 4 + 1;
+            r = replay_ok(b, &opt);
+            ASSERT(!r.oom.happened);
+        }
+        b->s.meta.format_version = VT_FORMAT_MAJOR << 16 | 12;   /* an older file: PyTorch's */
+        ASSERT(!vt__snapshot_oom_outside_framework(&b->s, &b->ev[4]));
+        free(b);
+    }
+}
+
 TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
 {
     built *b = snap_new(0, "pytorch");

@@ -35,7 +35,7 @@ static int tm_classify(const vt__snapshot_data *s, bool gc_recorded, uint8_t *cl
             cls[i] = next_kind[d] == 1 ? TM_POOL : 0;
             break;
         case VT_EV_OOM:
-            next_kind[d] = 1;
+            next_kind[d] = vt__snapshot_oom_outside_framework(s, e) ? 2 : 1;
             break;
         case VT_EV_SEGMENT_ALLOC:
             /* PyTorch's when its allocation follows (or when nothing

@@ -36,6 +36,13 @@
                                runs out too
     python oom_prog.py retry_after  the same retried after the except clause
                                (fits)
+    python oom_prog.py library  PyTorch's cache holding most of the device in
+                               blocks it freed, when the first matrix product
+                               makes cuBLAS's handle (its own device memory,
+                               outside PyTorch's cache, which PyTorch does not
+                               give back for it): CUBLAS_STATUS_ALLOC_FAILED
+    python oom_prog.py library_emptied  the same with torch.cuda.empty_cache()
+                               before the product (fits)
     python oom_prog.py late    a training loop of 300 small steps whose first
                                five keep 20 MiB each, then a request the rest
                                of the device cannot hold (more events than a
@@ -182,6 +189,23 @@ def _retry(inside: bool) -> None:
     print("batch", batch)
 
 
+def _library(empty: bool) -> None:
+    blocks = [torch.empty(40 * MIB, dtype=torch.uint8, device="cuda") for _ in range(6)]
+    del blocks                  # freed into PyTorch's cache, which keeps them
+    if empty:
+        torch.cuda.empty_cache()
+    a = torch.randn(64, 64, device="cuda")
+    print("sum", float((a @ a).sum()))   # the first GEMM: cuBLAS makes its handle
+
+
+def library() -> None:
+    _library(empty=False)
+
+
+def library_emptied() -> None:
+    _library(empty=True)
+
+
 def retry() -> None:
     _retry(inside=True)
 
@@ -203,7 +227,8 @@ if __name__ == "__main__":
     try:
         {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
          "first_step": first_step, "late": late, "weights": weights,
-         "evaluate": evaluate, "retry": retry, "retry_after": retry_after}[sys.argv[1]]()
+         "evaluate": evaluate, "retry": retry, "retry_after": retry_after,
+         "library": library, "library_emptied": library_emptied}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

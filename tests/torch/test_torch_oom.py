@@ -419,3 +419,32 @@ def test_a_retry_inside_the_except_clause_is_told_what_the_failed_call_still_hol
         err[-3000:]
     j = oom_json(after)
     assert j["request"]["index"] == 1 and j["held_since_caught"] is None, j["request"]
+
+
+def test_a_librarys_own_allocation_beside_pytorchs_full_cache_is_said_to_be_outside_it(tmp_path):
+    """oom_prog.py library: PyTorch's cache keeps 240 MiB of freed blocks
+    on a 256 MiB device when the first matrix product makes cuBLAS's handle
+    (32 MiB of its own device memory): CUBLAS_STATUS_ALLOC_FAILED, as users
+    meet it. The recording marks the failed request as not PyTorch's (format
+    1.13); the report says it was a library's own allocation that the free
+    cached memory could not serve, the replay reproduces it (PyTorch gives
+    its cached blocks back only for its own requests), and
+    torch.cuda.empty_cache() before it is a verified fix: the program with
+    it runs to the end."""
+    snap = str(tmp_path / "library.vtsnap")
+    rc, _, err = prog("library", snap)
+    assert rc == 1 and "CUBLAS_STATUS_ALLOC_FAILED" in err, err[-3000:]
+    assert "  a library's own allocation (cublasCreate" in err, err[-3000:]
+    assert "free in PyTorch's cache could not serve it" in err, err[-3000:]
+    j = oom_json(snap)
+    assert j["request"]["library"] is True and j["request"]["size"] == 32 * MIB, j["request"]
+    assert j["replay"]["reproduced"] is True, j["replay"]
+    assert "empty_cache" in verified(j), j["fixes"]
+    dev = next(f for f in j["fixes"] if f["kind"] == "device")
+    assert dev["verified"] and dev["capacity"] >= j["device"]["reserved"] + 32 * MIB, dev
+    # the fix, applied
+    rc, out, err = prog("library_emptied", str(tmp_path / "emptied.vtsnap"))
+    assert rc == 0 and "done" in out and "ran out of device memory" not in err, err[-3000:]
+    # a request of PyTorch's own is not a library's
+    snap, _ = recorded_oom(tmp_path, "big")
+    assert oom_json(snap)["request"]["library"] is False

@@ -166,7 +166,8 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         if (addr && device >= 0 && device < POOL_MAX_DEVICES)   /* the device's total */
             atomic_store_explicit(&pool_total[device], addr, memory_order_relaxed);
         vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = size,
-                  .size = size, .stack = vt__stack_capture(), .aux = aux);
+                  .size = size, .stack = vt__stack_capture(), .aux = aux,
+                  .addr = VT_OOM_FRAMEWORK);
         vt__trace_out_of_memory();
         return 0;
     default:

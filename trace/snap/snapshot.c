@@ -25,6 +25,12 @@ const char *vt__snapshot_pool_note(const vt__snapshot_data *s)
     return NULL;
 }
 
+bool vt__snapshot_oom_outside_framework(const vt__snapshot_data *s, const vt__event *e)
+{
+    return e->kind == VT_EV_OOM && (s->meta.flags & VT_META_POOL_OBSERVED) &&
+           (s->meta.format_version & 0xffff) >= 13 && !(e->addr & VT_OOM_FRAMEWORK);
+}
+
 bool vt__frame_is_user_code(const vt__snapshot_data *s, const vt__frame *f)
 {
     if (f->ip != 0 || strcmp(vt__snapshot_string(s, f->module), "python") != 0 ||

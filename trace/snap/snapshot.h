@@ -143,6 +143,12 @@ const char *vt__snapshot_string(const vt__snapshot_data *s, uint32_t index);
  * say. Every view that reports allocations prints it the same way. */
 const char *vt__snapshot_pool_note(const vt__snapshot_data *s);
 
+/* Whether OOM event e is a library's own request that vramtrace's cache
+ * served outside an observed framework allocator's (cuBLAS making a
+ * handle next to PyTorch's cache: format 1.13's VT_OOM_FRAMEWORK absent),
+ * which the framework's free cached memory could not serve. */
+bool vt__snapshot_oom_outside_framework(const vt__snapshot_data *s, const vt__event *e);
+
 /* Frames of stack `id`, innermost first. Writes up to `max` frame pointers
  * to `out` and returns how many the stack has (may exceed max). */
 size_t vt__snapshot_stack_frames(const vt__snapshot_data *s, uint32_t id,
