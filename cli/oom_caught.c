@@ -67,10 +67,8 @@ static bool made_under(const vt__snapshot_data *s, uint32_t id, const vt__frame 
 }
 
 int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl,
-                              vt__oom_report *r, vt__replay_free_at **out, size_t *n)
+                              vt__oom_report *r)
 {
-    *out = NULL;
-    *n = 0;
     if (r->prev_event == SIZE_MAX)
         return 0;
     const vt__frame **prev = NULL, **now = NULL;
@@ -85,6 +83,7 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
         return 0;
     }
     r->failed_call = prev[d];
+    vt__report_site_name(s, r->failed_call, r->failed_call_name, sizeof r->failed_call_name);
     size_t from = 0;   /* the last mark before the earlier OOM */
     for (size_t i = r->prev_event; i-- > 0;)
         if (s->events[i].kind == VT_EV_MARK) {
@@ -94,7 +93,7 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
     bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
     vt__u64map verdict = { 0 };   /* stack -> 1 made under the call, 2 not */
     vt__replay_free_at *v = NULL;
-    size_t cap = 0;
+    size_t cap = 0, n = 0;
     int rc = vt__u64map_init(&verdict, 64) ? -ENOMEM : 0;
     for (size_t i = 0; !rc && i < tl->nlifetimes; i++) {
         const vt__lifetime *l = &tl->lifetimes[i];
@@ -113,7 +112,7 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
         }
         if (known != 1)
             continue;
-        if (*n == cap) {
+        if (n == cap) {
             cap = cap ? 2 * cap : 64;
             vt__replay_free_at *nv = realloc(v, cap * sizeof *v);
             if (!nv) {
@@ -122,18 +121,18 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
             }
             v = nv;
         }
-        v[(*n)++] = (vt__replay_free_at){ .alloc_event = l->alloc_event,
-                                          .at_event = r->prev_event };
+        v[n++] = (vt__replay_free_at){ .alloc_event = l->alloc_event,
+                                       .at_event = r->prev_event };
         r->held_prev_bytes += l->size;
-        r->held_prev_count++;
     }
     vt__u64map_free(&verdict);
     free(prev);
-    if (rc || !*n) {
+    if (rc || !n) {
         free(v);
-        *n = 0;
+        r->held_prev_bytes = 0;
         return rc;
     }
-    *out = v;
+    r->held_frees = v;
+    r->held_prev_count = n;
     return 0;
 }

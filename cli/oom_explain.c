@@ -599,13 +599,12 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                                           .caught_before = caught };
     }
     if (nh) {
-        char b1[32], site[112];
-        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        char b1[32];
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_RETRY_OUTSIDE, .storages = (uint32_t)nh,
                                  .storage_bytes = r->held_prev_bytes };
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "retry after the except clause (the %s %s made, freed when it ran out)",
-                 vt__fmt_bytes(r->held_prev_bytes, b1), site);
+                 vt__fmt_bytes(r->held_prev_bytes, b1), r->failed_call_name);
         opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = held, .nfree_at = nh,
                                           .caught_before = caught };
     }
@@ -830,8 +829,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
         r->check = rep;
     if ((rc = alive_sites(s, tl, r)))
         goto fail;
-    size_t nheld = 0;
-    if ((rc = vt__oom_held_since_caught(s, tl, r, &r->held_frees, &nheld)))
+    if ((rc = vt__oom_held_since_caught(s, tl, r)))
         goto fail;
     if (!opt->no_replay) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -108,6 +108,7 @@ typedef struct vt__oom_report {
     const vt__frame *failed_call; /* the program's call that ran out then (the
                                      outermost Python frame of its stack not on
                                      this one's), NULL: none of its own */
+    char failed_call_name[112];   /* its line as the views name it ("" with none) */
     uint64_t held_prev_bytes;  /* alive at this OOM, made under that call before
                                   it ran out: its frames, kept by the exception */
     size_t held_prev_count;
@@ -187,12 +188,12 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
 void vt__oom_free(vt__oom_report *r);
 
 /* oom_caught.c: what the call that ran out of memory at the OOM before r's
- * (r->prev_event) made and still held at r's: r->failed_call and
- * r->held_prev_*, and the frees that move them to that OOM (*out, *n:
- * malloc'd, NULL when none), for the replay of a retry after the except
- * clause. @return 0 or -ENOMEM. */
+ * (r->prev_event) made and still held at r's: r->failed_call (and its
+ * name), r->held_prev_*, and r->held_frees (r->held_prev_count of them),
+ * the frees that move them to that OOM for the replay of a retry after the
+ * except clause. @return 0 or -ENOMEM. */
 int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl,
-                              vt__oom_report *r, vt__replay_free_at **out, size_t *n);
+                              vt__oom_report *r);
 
 /* The line a report names for stack `id`: vt__report_site_frame's, or, in
  * an imported PyTorch stack whose frames carry no module (C++ and Python

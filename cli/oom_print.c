@@ -237,8 +237,7 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                 r->noom == 2 ? "one was" : "ones were");
     }
     if (r->held_prev_bytes) {
-        char site[160];
-        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        const char *site = r->failed_call_name;
         fprintf(f, "  %s alive here was made by %s, which ran out of memory before: a retry"
                    " inside the except clause\n  that caught it runs while the exception keeps"
                    " that call's frames and tensors alive\n", vt__fmt_bytes(r->held_prev_bytes, b1),
@@ -392,8 +391,7 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     if (piled)
         piled_up_line(f, s, piled);
     if (r->held_prev_bytes) {
-        char site[160];
-        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        const char *site = r->failed_call_name;
         fprintf(f, "  %s of them (%zu allocation%s) made by %s, which ran out\n"
                    "   of memory at the OOM before (event %zu, %s asked); the program caught it,"
                    " and while its\n   except clause runs, the exception's traceback keeps"
@@ -497,8 +495,7 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
             r->library ? "true" : "false");
     /* an earlier OOM the program caught, whose call still holds memory */
     if (r->held_prev_bytes) {
-        char site[160];
-        vt__report_site_name(s, r->failed_call, site, sizeof site);
+        const char *site = r->failed_call_name;
         fprintf(f, ", \"held_since_caught\": {\"event\": %zu, \"size\": %" PRIu64 ", \"call\": ",
                 r->prev_event, r->prev_size);
         vt__json_str(f, site);
