@@ -761,7 +761,8 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
      * allocated after it: the earlier ones were caught, a batch-size search
      * or a retry), else the first */
     size_t which = opt->which;
-    if (which == VT__OOM_LAST || (!which && noom > 1 && (last_alloc == SIZE_MAX || last_alloc < last)))
+    bool ended_with_it = last_alloc == SIZE_MAX || last_alloc < last;
+    if (which == VT__OOM_LAST || (!which && noom > 1 && ended_with_it))
         which = noom;
     else if (!which)
         which = 1;
