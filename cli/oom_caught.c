@@ -18,7 +18,9 @@
  * earlier OOM (a loop's earlier iterations of the same line are not that
  * call) and before it; a library's own workspace, kept by design, is not.
  * The replay of a retry after the except clause frees them right after the
- * earlier OOM.
+ * earlier OOM. Where a step began between the two (a mark), the later OOM
+ * is no retry in the handler: what the call still holds is said, not why
+ * (a batch-size probe that kept a tensor, a cache it filled).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -83,6 +85,10 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
         return 0;
     }
     r->failed_call = prev[d];
+    r->held_in_handler = true;
+    for (size_t i = r->prev_event + 1; i < r->event; i++)
+        if (s->events[i].kind == VT_EV_MARK)
+            r->held_in_handler = false;
     vt__report_site_name(s, r->failed_call, r->failed_call_name, sizeof r->failed_call_name);
     size_t from = 0;   /* the last mark before the earlier OOM */
     for (size_t i = r->prev_event; i-- > 0;)

@@ -603,7 +603,9 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_RETRY_OUTSIDE, .storages = (uint32_t)nh,
                                  .storage_bytes = r->held_prev_bytes };
         snprintf(cand[n].conf, sizeof cand[0].conf,
-                 "retry after the except clause (the %s %s made, freed when it ran out)",
+                 r->held_in_handler
+                     ? "retry after the except clause (the %s %s made, freed when it ran out)"
+                     : "free the %s %s made when it ran out",
                  vt__fmt_bytes(r->held_prev_bytes, b1), r->failed_call_name);
         opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = held, .nfree_at = nh,
                                           .caught_before = caught };

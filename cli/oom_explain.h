@@ -111,6 +111,9 @@ typedef struct vt__oom_report {
     char failed_call_name[112];   /* its line as the views name it ("" with none) */
     uint64_t held_prev_bytes;  /* alive at this OOM, made under that call before
                                   it ran out: its frames, kept by the exception */
+    bool held_in_handler;      /* no step began between the two OOMs (no mark): the
+                                  retry ran in the except clause that caught the
+                                  earlier one, whose exception keeps that call's frames */
     size_t held_prev_count;
     vt__replay_free_at *held_frees; /* those freed at the earlier OOM, for its replay */
     int device;

@@ -238,10 +238,12 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
     }
     if (r->held_prev_bytes) {
         const char *site = r->failed_call_name;
-        fprintf(f, "  %s alive here was made by %s, which ran out of memory before: a retry"
-                   " inside the except clause\n  that caught it runs while the exception keeps"
-                   " that call's frames and tensors alive\n", vt__fmt_bytes(r->held_prev_bytes, b1),
-                site);
+        fprintf(f, "  %s alive here was made by %s, which ran out of memory before",
+                vt__fmt_bytes(r->held_prev_bytes, b1), site);
+        fputs(r->held_in_handler ? ": a retry inside the except clause\n  that caught it runs"
+                                   " while the exception keeps that call's frames and tensors"
+                                   " alive\n"
+                                 : " and was caught\n", f);
     }
     fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
                "than the request\n", vt__fmt_bytes(r->allocated, b1),
@@ -393,13 +395,17 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     if (r->held_prev_bytes) {
         const char *site = r->failed_call_name;
         fprintf(f, "  %s of them (%zu allocation%s) made by %s, which ran out\n"
-                   "   of memory at the OOM before (event %zu, %s asked); the program caught it,"
-                   " and while its\n   except clause runs, the exception's traceback keeps"
-                   " that call's frames, and what they held,\n   alive: a retry inside the"
-                   " except clause runs out with them (retry after it)\n",
+                   "   of memory at the OOM before (event %zu, %s asked); the program caught it",
                 vt__fmt_bytes(r->held_prev_bytes, b1), r->held_prev_count,
                 r->held_prev_count == 1 ? "" : "s", site, r->prev_event,
                 vt__fmt_bytes(r->prev_size, b2));
+        if (r->held_in_handler)
+            fputs(", and while its\n   except clause runs, the exception's traceback keeps"
+                  " that call's frames, and what they held,\n   alive: a retry inside the"
+                  " except clause runs out with them (retry after it)\n", f);
+        else
+            fputs(", and they are\n   still alive, steps later (`vramtrace run --track` names"
+                  " what holds them)\n", f);
     }
 
     if (!r->replayed) {
@@ -499,8 +505,8 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
         fprintf(f, ", \"held_since_caught\": {\"event\": %zu, \"size\": %" PRIu64 ", \"call\": ",
                 r->prev_event, r->prev_size);
         vt__json_str(f, site);
-        fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %zu}", r->held_prev_bytes,
-                r->held_prev_count);
+        fprintf(f, ", \"bytes\": %" PRIu64 ", \"count\": %zu, \"in_handler\": %s}",
+                r->held_prev_bytes, r->held_prev_count, r->held_in_handler ? "true" : "false");
     } else {
         fputs(", \"held_since_caught\": null", f);
     }

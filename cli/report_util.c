@@ -354,8 +354,10 @@ static const char *source_file(const char *path, size_t *len)
 }
 
 /* Line `line` of the Python source `path` as it is now (a traceback reads it
- * the same way), whitespace runs made one space, cut to SOURCE_TEXT_MAX with
- * "..."; 0 when the file or the line cannot be read. */
+ * the same way), without its trailing comment (a `#` outside a string: the
+ * name quotes the code, as track()'s tensor names do, vramtrace/torch/
+ * _naming.py), whitespace runs made one space, cut to SOURCE_TEXT_MAX with
+ * "..."; 0 when the file or the line cannot be read, or is all comment. */
 static int source_text(const char *path, unsigned line, char *buf, size_t len)
 {
     size_t n = strlen(path), size = 0;
@@ -369,7 +371,19 @@ static int source_text(const char *path, unsigned line, char *buf, size_t len)
         c = nl ? nl + 1 : end;
     }
     size_t o = 0;
+    char quote = 0;   /* the quote of the string the scan is in, 0: none */
     for (; c < end && *c != '\n' && o < SOURCE_TEXT_MAX; c++) {
+        if (quote && *c == '\\' && c + 1 < end && c[1] != '\n') {
+            buf[o++] = *c++;   /* an escaped character: its quote ends nothing */
+            if (o == SOURCE_TEXT_MAX)
+                break;
+        } else if (quote && *c == quote) {
+            quote = 0;
+        } else if (!quote && (*c == '\'' || *c == '"')) {
+            quote = *c;
+        } else if (!quote && *c == '#') {
+            break;
+        }
         int space = *c == ' ' || *c == '\t' || *c == '\r';
         if (space && (o == 0 || buf[o - 1] == ' '))
             continue;

@@ -36,6 +36,11 @@
                                runs out too
     python oom_prog.py retry_after  the same retried after the except clause
                                (fits)
+    python oom_prog.py probe_kept  a probe that keeps a 64 MiB batch it made,
+                               runs out (caught), then three training steps,
+                               then a request the rest of the device cannot
+                               hold: the probe's batch is still held, steps
+                               after its OOM (no retry in a handler)
     python oom_prog.py library  PyTorch's cache holding most of the device in
                                blocks it freed, when the first matrix product
                                makes cuBLAS's handle (its own device memory,
@@ -189,6 +194,27 @@ def _retry(inside: bool) -> None:
     print("batch", batch)
 
 
+def probe_kept() -> None:
+    kept = []
+
+    def probe(rows: int) -> None:
+        x = torch.randn(rows, 1024, device="cuda")
+        kept.append(x)             # kept on purpose
+        torch.empty(rows * 8, 1024, device="cuda")   # runs out
+
+    try:
+        probe(16384)               # 64 MiB kept, then 512 MiB asked
+    except torch.OutOfMemoryError:
+        pass
+    model = torch.nn.Linear(256, 256).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(3):
+        model(torch.randn(64, 256, device="cuda")).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
+
+
 def _library(empty: bool) -> None:
     blocks = [torch.empty(40 * MIB, dtype=torch.uint8, device="cuda") for _ in range(6)]
     del blocks                  # freed into PyTorch's cache, which keeps them
@@ -228,7 +254,8 @@ if __name__ == "__main__":
         {"frag": frag, "leak": leak, "cycle": cycle, "big": big,
          "first_step": first_step, "late": late, "weights": weights,
          "evaluate": evaluate, "retry": retry, "retry_after": retry_after,
-         "library": library, "library_emptied": library_emptied}[sys.argv[1]]()
+         "library": library, "library_emptied": library_emptied,
+         "probe_kept": probe_kept}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

@@ -448,3 +448,24 @@ def test_a_librarys_own_allocation_beside_pytorchs_full_cache_is_said_to_be_outs
     # a request of PyTorch's own is not a library's
     snap, _ = recorded_oom(tmp_path, "big")
     assert oom_json(snap)["request"]["library"] is False
+
+
+def test_memory_a_caught_probe_still_holds_steps_later_is_said_without_blaming_a_handler(tmp_path):
+    """oom_prog.py probe_kept: a probe keeps the 64 MiB batch it made, runs
+    out (caught), training steps follow, then an OOM the kept batch helps
+    cause. What the probe's call still holds is said, with no claim about
+    an except clause (steps ran between the two), and the call is named by
+    its line without the line's trailing comment; freeing it there is
+    replayed, and does not fit (the request is too big for the rest)."""
+    snap, err = recorded_oom(tmp_path, "probe_kept")
+    with open(PROG) as f:
+        line = next(i for i, text in enumerate(f, 1) if text.strip().startswith("probe(16384)"))
+    assert f"64 MiB alive here was made by probe(16384) (oom_prog.py:{line}), which ran out " \
+           "of memory before and was caught" in err, err[-3000:]
+    assert "retry inside the except clause" not in err, err[-3000:]
+    j = oom_json(snap)
+    held = j["held_since_caught"]
+    assert held["in_handler"] is False and held["bytes"] == 64 * MIB, held
+    assert held["call"] == f"probe(16384) (oom_prog.py:{line})", held
+    free = next(f for f in j["fixes"] if f["kind"] == "retry_outside")
+    assert free["conf"].startswith("free the 64 MiB probe(16384)") and not free["verified"], free
