@@ -131,14 +131,19 @@ def big() -> None:
     print("live", a.numel() + b.numel())
 
 
+def _train(model: torch.nn.Module, rows: int, features: int) -> None:
+    """Three optimizer steps of ``model`` on random batches (marked steps)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        model(torch.randn(rows, features, device="cuda")).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
 def weights() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(1024, 1024, device="cuda"), torch.nn.ReLU(),
                                 torch.nn.Linear(1024, 8, device="cuda"))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(3):
-        model(torch.randn(16, 1024, device="cuda")).sum().backward()
-        opt.step()
-        opt.zero_grad()
+    _train(model, 16, 1024)
     torch.empty(400 * MIB, dtype=torch.uint8, device="cuda")
 
 
@@ -206,12 +211,7 @@ def probe_kept() -> None:
         probe(16384)               # 64 MiB kept, then 512 MiB asked
     except torch.OutOfMemoryError:
         pass
-    model = torch.nn.Linear(256, 256).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(3):
-        model(torch.randn(64, 256, device="cuda")).sum().backward()
-        opt.step()
-        opt.zero_grad()
+    _train(torch.nn.Linear(256, 256).cuda(), 64, 256)
     torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
 
 
