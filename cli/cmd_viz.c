@@ -77,7 +77,7 @@ struct page {
     const vt__timeline *tl;
     const vt__check_report *report;
     const vt__viz_overlay *overlay;   /* NULL: none */
-    const char *oom_json;             /* NULL: no OOM */
+    const vt__viz_oom *oom;           /* the OOM explained, NULL: none */
     vt__viz_stats st;                 /* what the render produced */
 };
 
@@ -86,7 +86,7 @@ static int write_page(FILE *f, void *ctx, char *err, size_t errlen)
     struct page *p = ctx;
     char why[1024] = "";
     int rc = p->es ? vt__viz_render_stream(f, p->s, p->es, p->report, &p->st, why, sizeof why)
-                   : vt__viz_render_page(f, p->s, p->tl, p->report, p->overlay, p->oom_json,
+                   : vt__viz_render_page(f, p->s, p->tl, p->report, p->overlay, p->oom,
                                          &p->st, why, sizeof why);
     if (rc == -ENOTSUP)
         return rc;   /* the caller renders the whole snapshot instead */
@@ -320,6 +320,7 @@ static int viz_whole(const char *in, const char *out, int check, const vt__check
     memset(&ov, 0, sizeof ov);
     char label[640] = "";
     char *oom_json = NULL;
+    vt__viz_oom oom = { 0 };   /* the OOM explained: its JSON and event */
 
     if (vt__snapshot_load(in, &s, err, sizeof err) != 0) {
         fprintf(stderr, "vramtrace viz: %s\n", err[0] ? err : "cannot read the snapshot");
@@ -345,6 +346,7 @@ static int viz_whole(const char *in, const char *out, int check, const vt__check
             if (m) {
                 vt__oom_write_json(m, in, s, orep);
                 fclose(m);
+                oom = (vt__viz_oom){ .json = oom_json, .event = orep->event };
             } else {
                 fprintf(stderr, "vramtrace viz: %s: the OOM is not explained: %s\n", in, err);
             }
@@ -353,7 +355,7 @@ static int viz_whole(const char *in, const char *out, int check, const vt__check
         }
 
     struct page pg = { .out = out, .s = s, .tl = tl, .report = rep,
-                       .overlay = replay_conf ? &ov : NULL, .oom_json = oom_json };
+                       .overlay = replay_conf ? &ov : NULL, .oom = oom.json ? &oom : NULL };
     status = write_and_say(&pg, err, sizeof err, quiet, t_start);
 done:
     free((void *)ov.event);

@@ -74,7 +74,7 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
     if (r->prev_event == SIZE_MAX)
         return 0;
     const vt__frame **prev = NULL, **now = NULL;
-    size_t np = python_frames(s, r->prev_stack, &prev);
+    size_t np = python_frames(s, s->events[r->prev_event].stack, &prev);
     size_t nn = python_frames(s, r->stack, &now);
     size_t d = 0;
     while (d < np && d < nn && same_frame(prev[d], now[d]))
@@ -84,12 +84,11 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
         free(prev);
         return 0;
     }
-    r->failed_call = prev[d];
     r->held_in_handler = true;
     for (size_t i = r->prev_event + 1; i < r->event; i++)
         if (s->events[i].kind == VT_EV_MARK)
             r->held_in_handler = false;
-    vt__report_site_name(s, r->failed_call, r->failed_call_name, sizeof r->failed_call_name);
+    vt__report_site_name(s, prev[d], r->failed_call_name, sizeof r->failed_call_name);
     size_t from = 0;   /* the last mark before the earlier OOM */
     for (size_t i = r->prev_event; i-- > 0;)
         if (s->events[i].kind == VT_EV_MARK) {

@@ -539,9 +539,8 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
 
     /* 0: the recorded settings at the capacity; 1: the same, unlimited */
     size_t n = 0;
-    size_t caught = r->event;   /* earlier OOMs fail as the program saw them */
-    opts[n++] = (vt__replay_options){ .capacity = cap, .caught_before = caught };
-    opts[n++] = (vt__replay_options){ .capacity = VT_REPLAY_UNLIMITED, .caught_before = caught };
+    opts[n++] = (vt__replay_options){ .capacity = cap };
+    opts[n++] = (vt__replay_options){ .capacity = VT_REPLAY_UNLIMITED };
     size_t first = n;
     char recorded[512];
     vt__replay_recorded_conf(s, recorded, sizeof recorded);
@@ -563,8 +562,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
     snprintf(cand[n++].conf, sizeof cand[0].conf, "roundup_power2_divisions:8");
     for (size_t i = first; i < n; i++) {
         cand[i].kind = VT__OOM_FIX_SETTING;
-        opts[i] = (vt__replay_options){ .conf = cand[i].conf, .capacity = cap,
-                                        .caught_before = caught };
+        opts[i] = (vt__replay_options){ .conf = cand[i].conf, .capacity = cap };
     }
     uint64_t fb = 0, cb = 0;
     size_t nh = r->held_prev_count;
@@ -576,8 +574,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                                  .storage_bytes = fb };
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "free the %zu storage%s check flags at their last use", nf, nf == 1 ? "" : "s");
-        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf,
-                                          .caught_before = caught };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = flagged, .nfree_at = nf };
     }
     if (nc) {
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GC, .storages = (uint32_t)nc,
@@ -585,8 +582,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "gc.collect() before the retry (%zu storage%s held by reference cycles)", nc,
                  nc == 1 ? "" : "s");
-        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc,
-                                          .caught_before = caught };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = cycles, .nfree_at = nc };
     }
     if (r->library && r->cache_free) {
         char b1[32];
@@ -595,8 +591,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
         snprintf(cand[n].conf, sizeof cand[0].conf,
                  "torch.cuda.empty_cache() before it (the %s free in PyTorch's cache given back"
                  " to the device)", vt__fmt_bytes(r->cache_free, b1));
-        opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1,
-                                          .caught_before = caught };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1 };
     }
     if (nh) {
         char b1[32];
@@ -607,9 +602,12 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                      ? "retry after the except clause (the %s %s made, freed when it ran out)"
                      : "free the %s %s made when it ran out",
                  vt__fmt_bytes(r->held_prev_bytes, b1), r->failed_call_name);
-        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = held, .nfree_at = nh,
-                                          .caught_before = caught };
+        opts[n++] = (vt__replay_options){ .capacity = cap, .free_at = held, .nfree_at = nh };
     }
+    /* every replay lets the OOMs before this one fail as the program saw
+     * them (it caught them) */
+    for (size_t i = 0; i < n; i++)
+        opts[i].caught_before = r->event;
     r->nreplays += n;
     if (vt__replay_sweep(s, opts, n, jobs, res, status, errs)) {
         snprintf(r->replay_err, sizeof r->replay_err, "cannot start the replays");
@@ -673,7 +671,7 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                 if (c <= lo || (np && c <= pc[np - 1]) || (round && c >= hi) || c > hi)
                     continue;
                 pc[np] = c;
-                po[np++] = (vt__replay_options){ .capacity = c, .caught_before = caught };
+                po[np++] = (vt__replay_options){ .capacity = c, .caught_before = r->event };
             }
             if (!np)
                 break;
@@ -790,7 +788,6 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     if (r->prev_event != SIZE_MAX) {
         const vt__event *p = &s->events[r->prev_event];
         r->prev_size = p->req_size ? p->req_size : p->size;
-        r->prev_stack = p->stack;
     }
     for (size_t i = r->event + 1; i < s->nevents; i++)
         r->allocs_after += s->events[i].kind == VT_EV_ALLOC;

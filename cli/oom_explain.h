@@ -104,11 +104,10 @@ typedef struct vt__oom_report {
     /* the OOM before it (an earlier one the program caught; oom_caught.c) */
     size_t prev_event;         /* its event, SIZE_MAX: none */
     uint64_t prev_size;
-    uint32_t prev_stack;
-    const vt__frame *failed_call; /* the program's call that ran out then (the
+    char failed_call_name[112];   /* the program's call that ran out then (the
                                      outermost Python frame of its stack not on
-                                     this one's), NULL: none of its own */
-    char failed_call_name[112];   /* its line as the views name it ("" with none) */
+                                     this one's), as the views name its line;
+                                     "" with none */
     uint64_t held_prev_bytes;  /* alive at this OOM, made under that call before
                                   it ran out: its frames, kept by the exception */
     bool held_in_handler;      /* no step began between the two OOMs (no mark): the
@@ -191,8 +190,8 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
 void vt__oom_free(vt__oom_report *r);
 
 /* oom_caught.c: what the call that ran out of memory at the OOM before r's
- * (r->prev_event) made and still held at r's: r->failed_call (and its
- * name), r->held_prev_*, and r->held_frees (r->held_prev_count of them),
+ * (r->prev_event) made and still held at r's: r->failed_call_name,
+ * r->held_prev_*, and r->held_frees (r->held_prev_count of them),
  * the frees that move them to that OOM for the replay of a retry after the
  * except clause. @return 0 or -ENOMEM. */
 int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl,

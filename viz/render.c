@@ -357,9 +357,10 @@ int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt__time
 
 int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
                         const vt__check_report *report, const vt__viz_overlay *overlay,
-                        const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen)
+                        const vt__viz_oom *oom, vt__viz_stats *stats, char *err,
+                        size_t errlen)
 {
-    struct render r = { .s = s, .tl = tl, .overlay = overlay, .oom_json = oom_json,
+    struct render r = { .s = s, .tl = tl, .overlay = overlay, .explained = oom,
                         .nevents = s->nevents };
     vt__buf blob = { 0 };
     int rc = 0;

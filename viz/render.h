@@ -58,12 +58,19 @@ int vt__viz_render_overlay(FILE *out, const vt__snapshot_data *s, const vt__time
                            const vt__check_report *report, const vt__viz_overlay *overlay,
                            vt__viz_stats *stats, char *err, size_t errlen);
 
-/* The same with, besides, the explanation of the snapshot's first OOM
- * (`vramtrace oom --json`'s document, NULL: none): the page marks the OOM
- * on the timeline and shows the explanation in a panel. */
+/* An OOM of the snapshot explained: `vramtrace oom --json`'s document and
+ * the index in s->events of the OOM it explains. */
+typedef struct vt__viz_oom {
+    const char *json;
+    size_t event;
+} vt__viz_oom;
+
+/* The same with, besides, an OOM explained (NULL: none): the page marks the
+ * OOM on the timeline and shows the explanation in a panel. */
 int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timeline *tl,
                         const vt__check_report *report, const vt__viz_overlay *overlay,
-                        const char *oom_json, vt__viz_stats *stats, char *err, size_t errlen);
+                        const vt__viz_oom *oom, vt__viz_stats *stats, char *err,
+                        size_t errlen);
 
 /* The page of a snapshot whose events are read as a stream (s holds every
  * section but the events, es reads them: vt__snapshot_open), the same bytes

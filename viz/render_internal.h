@@ -27,7 +27,7 @@ struct render {
     int xkind_dev[8];        /* device value of each external page device */
     int nxkinds;
     const vt__viz_overlay *overlay;   /* replayed reserved curve, or NULL */
-    const char *oom_json;    /* `vramtrace oom --json` of the snapshot, or NULL */
+    const vt__viz_oom *explained;   /* an OOM explained (`vramtrace oom --json`), or NULL */
     uint64_t t0;             /* time origin: the first event */
     size_t nevents;          /* the snapshot's events (a stream's count: s holds none) */
 

@@ -5,7 +5,6 @@
  * explained, and last the strings everything above refers to.
  */
 #include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "json_str.h"
@@ -55,17 +54,14 @@ static void write_overlay(struct render *r, vt__buf *m)
  * '<' inside strings: written as \u003c, no "</script>" can close the tag. */
 static void write_oom(struct render *r, vt__buf *m)
 {
-    const char *x = r->oom_json;
+    const char *x = r->explained ? r->explained->json : NULL;
     if (!x) {
         vt__put_str(m, ",\"oom\":null");
         return;
     }
-    /* at the OOM it explains (the one the program ended with, of several:
-     * its request's event, which the document's fixed layout opens with) */
+    size_t at = r->explained->event;   /* the OOM it explains, of several */
     int64_t ax = -1;
-    const char *ev = strstr(x, "\"request\": {\"event\": ");
-    unsigned long long at = ev ? strtoull(ev + 21, NULL, 10) : 0;
-    if (ev && at < r->s->nevents && r->s->events[at].kind == VT_EV_OOM)
+    if (at < r->s->nevents)
         ax = (int64_t)axis_p1(r, (uint32_t)at) - 1;
     vt__put_printf(m, ",\"oom\":{\"ax\":%" PRId64 ",\"x\":", ax);
     for (const char *p = x; *p; p++) {

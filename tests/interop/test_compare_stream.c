@@ -5,7 +5,8 @@
  * for byte, text and JSON: on random event streams as several ranks, on
  * training loops where one rank leaks a little every step, read in chunks
  * small enough to end inside events, and on the shapes the viz tests
- * render, side by side as ranks (tests/viz/gen_snapshot, $VT_GEN).
+ * render, side by side as ranks (tests/viz/gen_snapshot, $VT_GEN). And
+ * how a site is named (its source line, as compare and oom print it).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -117,6 +118,47 @@ static void remove_files(char **files, size_t n, const char *dir)
 }
 
 /* Ranks numbered or not (then by their place), one rank twice. */
+/* A site is named by its source line as the file reads now (compare's and
+ * oom's names), without its trailing comment: a `#` outside a string, not
+ * one inside it, nor an escaped quote's; a line all comment names the
+ * function instead. */
+TEST(a_site_is_named_by_its_line_without_its_comment)
+{
+    char path[] = "/tmp/vt_site_nameXXXXXX.py";
+    int fd = mkstemps(path, 3);
+    ASSERT(fd >= 0);
+    static const char src[] =
+        "out = model(x)   # the forward\n"
+        "tag = f\"step #{i}\"  # a '#' in a string stays\n"
+        "msg = 'it\\'s # here' + \"#\"\n"
+        "    # all comment\n";
+    ASSERT_EQ(write(fd, src, sizeof src - 1), (ssize_t)(sizeof src - 1));
+    close(fd);
+    char blob[512];
+    int n = snprintf(blob, sizeof blob, "%c%s%cfn%c", 0, path, 0, 0);
+    uint32_t offs[3] = { 0, 1, (uint32_t)(strlen(path) + 2) };
+    vt__snapshot_data s;
+    memset(&s, 0, sizeof s);
+    s.strings_blob = blob;
+    s.strings_blob_size = (size_t)n;
+    s.string_offsets = offs;
+    s.nstrings = 3;
+    const char *base = strrchr(path, '/') + 1;
+    static const char *const want[] = { "out = model(x)", "tag = f\"step #{i}\"",
+                                        "msg = 'it\\'s # here' + \"#\"", NULL };
+    char got[256], expect[256];
+    for (unsigned line = 1; line <= 4; line++) {
+        vt__frame f = { .function = 2, .file = 1, .line = line };
+        vt__report_site_name(&s, &f, got, sizeof got);
+        if (want[line - 1])
+            snprintf(expect, sizeof expect, "%s (%s:%u)", want[line - 1], base, line);
+        else
+            snprintf(expect, sizeof expect, "fn %s:%u", base, line);
+        ASSERT_STR_EQ(got, expect);
+    }
+    unlink(path);
+}
+
 TEST(streamed_compare_is_the_whole_compare_on_random_ranks)
 {
     uint64_t rnd = 20261129;

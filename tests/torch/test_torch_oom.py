@@ -58,6 +58,14 @@ def oom_json(path: str) -> dict:
     return json.loads(out)
 
 
+def line_in(path: str, code: str, after: int = 0) -> int:
+    """The number of the first line of ``path`` after line ``after`` that
+    reads ``code`` (stripped of indentation and comment)."""
+    with open(path) as f:
+        return next(i for i, text in enumerate(f, 1)
+                    if i > after and text.split("#")[0].strip() == code)
+
+
 def verified(j: dict) -> List[str]:
     return [f["kind"] if f["kind"] != "setting" else f["conf"] for f in j["fixes"] if f["verified"]]
 
@@ -393,9 +401,8 @@ def test_a_retry_inside_the_except_clause_is_told_what_the_failed_call_still_hol
     there as it did). Its twin, retried after the except clause, runs to
     the end, and what the caught OOM's call made is not said to be held."""
     snap, err = recorded_oom(tmp_path, "retry")
-    with open(PROG) as f:
-        call = next(i for i, text in enumerate(f, 1)
-                    if text.strip() == "train_step(batch)" and i > 150)
+    retry = line_in(PROG, "def _retry(inside: bool) -> None:")
+    call = line_in(PROG, "train_step(batch)", after=retry)
     assert "  the last of 2 OOMs, the one the program ended with; the earlier one was caught" \
         in err, err[-3000:]
     assert f"alive here was made by train_step(batch) (oom_prog.py:{call}), which ran out of " \
@@ -458,8 +465,7 @@ def test_memory_a_caught_probe_still_holds_steps_later_is_said_without_blaming_a
     its line without the line's trailing comment; freeing it there is
     replayed, and does not fit (the request is too big for the rest)."""
     snap, err = recorded_oom(tmp_path, "probe_kept")
-    with open(PROG) as f:
-        line = next(i for i, text in enumerate(f, 1) if text.strip().startswith("probe(16384)"))
+    line = line_in(PROG, "probe(16384)")
     assert f"64 MiB alive here was made by probe(16384) (oom_prog.py:{line}), which ran out " \
            "of memory before and was caught" in err, err[-3000:]
     assert "retry inside the except clause" not in err, err[-3000:]
@@ -469,3 +475,29 @@ def test_memory_a_caught_probe_still_holds_steps_later_is_said_without_blaming_a
     assert held["call"] == f"probe(16384) (oom_prog.py:{line})", held
     free = next(f for f in j["fixes"] if f["kind"] == "retry_outside")
     assert free["conf"].startswith("free the 64 MiB probe(16384)") and not free["verified"], free
+
+
+def test_accelerates_batch_size_search_ending_in_cublas_beside_a_full_cache(tmp_path):
+    """accel_batch_search.py: accelerate's own find_executable_batch_size on
+    256 MiB. Every batch tried runs out and is caught, until a retry's
+    backward makes cuBLAS's handle with PyTorch's cache holding the freed
+    blocks of the attempts before: CUBLAS_STATUS_ALLOC_FAILED ends it. The
+    run's end explains that last OOM (not the first caught one), as a
+    library's own allocation the cache could not serve, the replay
+    reproduces it, and torch.cuda.empty_cache() before it is verified."""
+    prog_path = os.path.join(HERE, "accel_batch_search.py")
+    snap = str(tmp_path / "search.vtsnap")
+    rc, out, err = run([SIMRUN, "--mem", MEM, "--", CLI, "run", "-o", snap, "--",
+                        sys.executable, prog_path])
+    assert rc == 1 and "CUBLAS_STATUS_ALLOC_FAILED" in err, err[-3000:]
+    tried = out.count("trying batch")
+    assert tried >= 3, out
+    assert re.search(r"  the last of \d+ OOMs, the one the program ended with; the earlier ones "
+                     r"were caught", err), err[-3000:]
+    assert "  a library's own allocation (cublasCreate" in err, err[-3000:]
+    j = oom_json(snap)
+    q = j["request"]
+    assert q["library"] is True and q["index"] == q["ooms_recorded"] >= tried - 1, q
+    assert f"accel_batch_search.py:{line_in(prog_path, 'loss.backward()')} (def" in q["line"], q
+    assert j["replay"]["reproduced"] is True, j["replay"]
+    assert "empty_cache" in verified(j), j["fixes"]

@@ -236,7 +236,7 @@ def _saved_data(raw: Any) -> List[Any]:
     set and what the program's pack hook returned where they were (a tensor,
     or tensors in a tuple or list: save_on_cpu's (device, copy)); reading it
     calls no hook. [] once backward released it. A pack hook that returns
-    the tensor itself keeps it from C++ (pytorch/pytorch#189025's caveat):
+    the tensor itself keeps it from C++ (pytorch/pytorch PR 189025's caveat):
     a saved output then keeps its own grad_fn, a cycle through C++ that
     gc.collect() never breaks, and its graph's saved inputs with it."""
     try:
@@ -914,6 +914,17 @@ class _Walks:
         graph = _GradGraphWalk(deadline=deadline, clock=clock)
         edges = graph.edges
 
+        def wanted(v: Any) -> Tuple[List[NodeKey], Optional[Tuple[int, int, int]]]:
+            """The wanted tensors a saved value stands for: the orphan
+            itself where PyTorch saved it as it was (the same object), else
+            every orphan on its storage; and its storage's info (None where
+            it is the orphan itself or has none)."""
+            same = by_obj.get(id(v))
+            if same is not None:
+                return [same], None
+            info = _storage_info(v)
+            return (want.get(info[2], []) if info is not None else []), info
+
         def visit(node: Any, nkey: NodeKey) -> None:
             """The edges from ``node`` to the wanted tensors it keeps."""
             tname = type(node).__name__
@@ -931,21 +942,14 @@ class _Walks:
             # them): ctx.save_for_backward's tensors, read without
             # unpacking (a SavedTensor's data; a pack hook's result)
             for i, (data, packed) in enumerate(_function_saved(node)):
-                same = by_obj.get(id(data))
-                info = _storage_info(data) if same is None else None
                 label = f"saved_tensors[{i}] of {tname}" + (_PACKED_MARK if packed else "")
-                for o in ([same] if same is not None else
-                          want.get(info[2], []) if info is not None else []):
-                    edges.append(Edge(nkey, o, label))
+                edges.extend(Edge(nkey, o, label) for o in wanted(data)[0])
             for attr in _saved_attrs(type(node)):
                 vals, packed = _saved_values(node, attr)
                 mark = _PACKED_MARK if packed else ""
                 for v in vals:
                     if isinstance(v, _torch.Tensor):
-                        same = by_obj.get(id(v))
-                        info = _storage_info(v) if same is None else None
-                        held = [same] if same is not None else \
-                            want.get(info[2], []) if info is not None else []
+                        held, info = wanted(v)
                         if not held and info is not None and info[2] in kept:
                             k = self._saved_tensor_of(kept[info[2]], node, attr[7:], tname)
                             stands.add(k)
