@@ -58,6 +58,7 @@ static bool segment_alive(const vt__segment_span *g, size_t k)
 
 typedef struct seg_at {
     uint64_t addr, size, stream;
+    uint64_t private_pool;     /* vt__segment_span's */
     uint8_t pool, outside, framework;
     int8_t device;
 } seg_at;
@@ -124,6 +125,29 @@ static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
     return 0;
 }
 
+/* A free piece of segment g: the cache's, or a private pool's (a CUDA
+ * graph's: kept for what is captured into it, no other request's). */
+static int free_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
+{
+    if (!g->private_pool)
+        return add_piece(r, g, bytes);
+    r->private_free += bytes;
+    return 0;
+}
+
+/* Has a segment of private pool `id` been counted? (the pools seen so far,
+ * a few: their first segments' ids in r->private_ids) */
+static bool private_seen(vt__oom_report *r, uint64_t id)
+{
+    for (size_t i = 0; i < r->private_pools && i < VT__OOM_PRIVATE_IDS; i++)
+        if (r->private_ids[i] == id)
+            return true;
+    if (r->private_pools >= VT__OOM_PRIVATE_IDS)
+        return true;   /* no more told apart */
+    r->private_ids[r->private_pools] = id;
+    return false;
+}
+
 static int cmp_group(const void *a, const void *b)
 {
     const vt__oom_free_group *x = a, *y = b;
@@ -152,7 +176,13 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
         uint64_t stream = g->alloc_event != VT_TL_NONE ? s->events[g->alloc_event].stream
                                                        : g->stream;
         segs[nseg++] = (seg_at){ .addr = g->addr, .size = g->size, .stream = stream,
-                                 .pool = g->pool, .device = g->device };
+                                 .private_pool = g->private_pool, .pool = g->pool,
+                                 .device = g->device };
+        if (g->private_pool && !private_seen(r, g->private_pool)) {
+            r->private_pools++;
+            if (g->alloc_event != VT_TL_NONE && !r->private_stack)
+                r->private_stack = s->events[g->alloc_event].stack;
+        }
     }
     qsort(segs, nseg, sizeof *segs, cmp_seg);
     occ = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *occ);
@@ -201,16 +231,22 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
             r->outside_reserved += g->size;
         else
             r->reserved += g->size;
+        if (g->private_pool)
+            r->private_reserved += g->size;
         while (o < nocc && occ[o].end <= g->addr)
             o++;
+        bool used = false;
         for (; o < nocc && occ[o].addr < end; o++) {
-            if (!lib && occ[o].addr > at && add_piece(r, g, occ[o].addr - at))
+            used = true;
+            if (!lib && occ[o].addr > at && free_piece(r, g, occ[o].addr - at))
                 goto out;
             if (occ[o].end > at)
                 at = occ[o].end;
         }
-        if (!lib && end > at && add_piece(r, g, end - at))
+        if (!lib && end > at && free_piece(r, g, end - at))
             goto out;
+        if (g->private_pool && !used)
+            r->private_whole += g->size;
     }
     qsort(r->groups, r->ngroups, sizeof *r->groups, cmp_group);
     for (size_t i = 0; i < tl->npassthrough; i++) {
@@ -592,6 +628,19 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                  "torch.cuda.empty_cache() before it (the %s free in PyTorch's cache given back"
                  " to the device)", vt__fmt_bytes(r->cache_free, b1));
         opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1 };
+    }
+    if (r->private_whole && !r->library) {
+        /* a CUDA graph's pool is PyTorch's to give back only once the graph
+         * is gone: then the retry inside the failed request releases it */
+        char b1[32];
+        cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GRAPHS_DELETED,
+                                 .storage_bytes = r->private_whole };
+        snprintf(cand[n].conf, sizeof cand[0].conf,
+                 "delete the CUDA graph%s before it (%s of %s pool%s, in wholly free segments, "
+                 "given back at the retry)", r->private_pools == 1 ? "" : "s",
+                 vt__fmt_bytes(r->private_whole, b1), r->private_pools == 1 ? "its" : "their",
+                 r->private_pools == 1 ? "" : "s");
+        opts[n++] = (vt__replay_options){ .capacity = cap, .graphs_deleted_at = r->event + 1 };
     }
     if (nh) {
         char b1[32];

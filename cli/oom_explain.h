@@ -70,6 +70,8 @@ typedef struct vt__oom_site {
                                               outlier), the largest; NULL */
 } vt__oom_site;
 
+#define VT__OOM_PRIVATE_IDS 16   /* private pools told apart at an OOM */
+
 enum vt__oom_fix_kind {
     VT__OOM_FIX_SETTING = 0,   /* an allocator setting (conf: its key:value) */
     VT__OOM_FIX_FREE_FLAGGED,  /* the flagged storages freed at their last use */
@@ -79,6 +81,8 @@ enum vt__oom_fix_kind {
                                   (the retry after its except clause: oom_caught.c) */
     VT__OOM_FIX_EMPTY_CACHE,   /* the framework's cache emptied before a library's
                                   request (torch.cuda.empty_cache()) */
+    VT__OOM_FIX_GRAPHS_DELETED,/* the CUDA graphs that own the private pools deleted
+                                  before it: their free segments given back at the retry */
 };
 
 typedef struct vt__oom_fix {
@@ -136,6 +140,13 @@ typedef struct vt__oom_report {
     uint64_t fit_where_served, fit_elsewhere;
     vt__oom_free_group *groups;
     size_t ngroups;
+    /* CUDA graphs' private pools (format 1.14): part of reserved; their free
+     * bytes are not in cache_free (no request outside the pool uses them) */
+    uint64_t private_reserved, private_free;
+    uint64_t private_whole;    /* in segments wholly free: what deleting the graphs gives back */
+    size_t private_pools;      /* how many pools (told apart up to VT__OOM_PRIVATE_IDS) */
+    uint64_t private_ids[VT__OOM_PRIVATE_IDS];
+    uint32_t private_stack;    /* the first of their segments' stack (the capture's line) */
     uint64_t outside_reserved; /* a library's own allocations next to an observed
                                   framework allocator (their segments) */
     uint64_t outside_allocated;

@@ -197,6 +197,25 @@ static void library_text(FILE *f, const vt__snapshot_data *s, const vt__oom_repo
             indent, vt__fmt_bytes(r->cache_free, b1), indent);
 }
 
+/* The memory of CUDA graphs' private pools (r->private_reserved): whose it
+ * is, and why the request could not use its free bytes. */
+static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r,
+                             const char *indent)
+{
+    char b1[32];
+    fprintf(f, "%s%s is held by %s CUDA graph%s private pool%s", indent,
+            vt__fmt_bytes(r->private_reserved, b1),
+            r->private_pools == 1 ? "a" : "the", r->private_pools == 1 ? "'s" : "s'",
+            r->private_pools == 1 ? "" : "s");
+    if (r->private_stack) {
+        fputs(" (captured at ", f);
+        site_text(f, s, vt__oom_site_frame(s, r->private_stack));
+        fputc(')', f);
+    }
+    fprintf(f, ":\n%sPyTorch serves from it only what is captured into it, and gives it back only"
+               " once the graph is deleted\n", indent);
+}
+
 /* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
  * program ended with" (r->noom > 1). */
 static const char *which_text(const vt__oom_report *r, char *buf, size_t len)
@@ -253,6 +272,8 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
         fprintf(f, "  none of the pieces big enough (%s) is on the stream that asked, in its pool:"
                    " a cached piece serves only the stream and pool it was made for\n",
                 vt__fmt_bytes(r->fit_elsewhere, b1));
+    if (r->private_reserved)
+        graph_pools_text(f, s, r, "  ");
     const vt__oom_site *piled = piled_up_site(r);
     if (piled)
         piled_up_line(f, s, piled);
@@ -332,6 +353,12 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
                        " has no piece of %s; %s in pieces that big are on other streams or in "
                        "the other pool\n", pool_name(r->pool), r->stream,
                     vt__fmt_bytes(r->size, b1), vt__fmt_bytes(r->fit_elsewhere, b2));
+    }
+    if (r->private_reserved) {
+        fprintf(f, "  CUDA graph pools       %s of the reserved, %s of it free (%s in wholly free "
+                   "segments)\n", vt__fmt_bytes(r->private_reserved, b1),
+                vt__fmt_bytes(r->private_free, b2), vt__fmt_bytes(r->private_whole, b3));
+        graph_pools_text(f, s, r, "    ");
     }
     if (r->outside_reserved || r->passthrough || r->other) {
         fputs("  outside the cache     ", f);
@@ -481,6 +508,7 @@ static const char *fix_kind(int k)
     case VT__OOM_FIX_GC: return "gc_collect";
     case VT__OOM_FIX_RETRY_OUTSIDE: return "retry_outside";
     case VT__OOM_FIX_EMPTY_CACHE: return "empty_cache";
+    case VT__OOM_FIX_GRAPHS_DELETED: return "delete_graphs";
     default: return "device";
     }
 }
@@ -528,7 +556,11 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                    ", \"pieces\": %" PRIu64 ", \"largest\": %" PRIu64 "}", i ? ", " : "",
                 pool_name(r->groups[i].pool), r->groups[i].stream, r->groups[i].bytes,
                 r->groups[i].pieces, r->groups[i].largest);
-    fprintf(f, "]}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
+    fprintf(f, "], \"graph_pools\": {\"reserved\": %" PRIu64 ", \"free\": %" PRIu64
+               ", \"free_segments\": %" PRIu64 ", \"pools\": %zu, \"line\": ",
+            r->private_reserved, r->private_free, r->private_whole, r->private_pools);
+    vt__report_frame_json(f, s, r->private_stack ? vt__oom_site_frame(s, r->private_stack) : NULL);
+    fprintf(f, "}}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
                PRIu64 ", \"uncached\": %" PRIu64 ", \"other\": ", r->outside_reserved,
             r->outside_allocated, r->passthrough);
     if (r->total)

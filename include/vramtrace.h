@@ -482,7 +482,9 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
  * cudaStream_t as an integer): VT_EV_ALLOC (`size` bytes asked for at `addr`;
  * `aux` the block's size when it differs, else 0), VT_EV_FREE_REQUESTED and
  * VT_EV_FREE_COMPLETED (the block at `addr` freed by the program, then
- * reusable), VT_EV_SEGMENT_ALLOC (`aux` a VT_POOL_*) and VT_EV_SEGMENT_FREE,
+ * reusable), VT_EV_SEGMENT_ALLOC (`aux` a VT_POOL_*, or
+ * VT_POOL_EVENT_PRIVATE(pool, id) for a segment of the allocator's private
+ * pool `id`: a CUDA graph's, a torch.cuda.MemPool's) and VT_EV_SEGMENT_FREE,
  * VT_EV_OOM (`size` the request, `aux` the bytes free on the device, `addr`
  * the device's total memory or 0: snapshots then list the device with it, as
  * they list the devices vramtrace's own cache served), VT_EV_EMPTY_CACHE (the
@@ -494,6 +496,11 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
  * @return 0, or -EINVAL for another kind. */
 VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uint64_t stream,
                          uint64_t aux);
+
+/* vt_pool_event()'s `aux` of a SEGMENT_ALLOC in private pool `id` (nonzero,
+ * below 2^56, the same for every segment of that pool): the pool kind in the
+ * low byte, the id above it. */
+#define VT_POOL_EVENT_PRIVATE(pool, id) ((uint64_t)(pool) | ((uint64_t)(id) << 8))
 
 /*! vt_pool_block_at() :
  * Whether a live block of the observed allocator starts at `addr`: 1, or 0

@@ -75,6 +75,12 @@ typedef struct vt__replay_options {
      * emptied, as the program's torch.cuda.empty_cache() would (the blocks
      * cached free given back); 0: none. */
     size_t empty_cache_at;
+    /* 1 + the index of the event from which the framework's private pools
+     * (CUDA graphs') are freeable, as once the program deleted the graphs:
+     * PyTorch's next release of its cache (the retry of a request that
+     * found no room, an empty_cache()) gives their wholly free segments back
+     * (PyTorch's rules only); 0: never (they are held as recorded). */
+    size_t graphs_deleted_at;
     /* What the program held when the window opened (replay_seed.c), read
      * once by a sweep for all its replays; NULL: the replay reads it. */
     const struct vt__seeds *seeds;

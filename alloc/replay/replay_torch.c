@@ -2,8 +2,9 @@
  * alloc/replay/replay_torch.c - a recording replayed under PyTorch's caching
  * allocator's rules: the model (torch_model.h; read from PyTorch's
  * c10/cuda/CUDACachingAllocator.cpp, not copied) as the walker's engine.
- * Not modelled: CUDA graph private pools, free-memory callbacks, IPC, and
- * the roundup_power2_divisions table form. Which events are PyTorch's is
+ * CUDA graph private pools are held as recorded (torch_private.c). Not
+ * modelled: free-memory callbacks, IPC, and the roundup_power2_divisions
+ * table form. Which events are PyTorch's is
  * torch_classify.c's: a byte per event, the events read as a stream (a
  * whole snapshot's too).
  */
@@ -23,6 +24,7 @@ typedef struct engine {
     const uint8_t *cls;                /* tm_classify_stream() */
     vt__rmap pend;                     /* recorded FREE_COMPLETED (event index) -> the
                                           block pending on other streams until then */
+    size_t graphs_deleted_at;          /* options.graphs_deleted_at */
 } engine;
 
 static void now(void *self, size_t i, const vt__event *e)
@@ -30,6 +32,8 @@ static void now(void *self, size_t i, const vt__event *e)
     engine *g = self;
     g->t->now = i;
     g->t->now_ns = e->time_ns;
+    if (g->graphs_deleted_at && i + 1 >= g->graphs_deleted_at)
+        g->t->private_freeable = true;
 }
 
 static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *block,
@@ -38,6 +42,8 @@ static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *bl
     engine *g = self;
     if (e->kind == VT_EV_ALLOC && !tm_pool_request(g->s, e))
         return VT__REPLAY_PASS;   /* outside the pool: its segment (if any) counts as recorded */
+    if (e->kind == VT_EV_ALLOC && tm_private_alloc(g->t, e->device, e->addr))
+        return VT__REPLAY_PASS;   /* a capture's block, in its private pool as recorded */
     if (vt__snapshot_oom_outside_framework(g->s, e)) {
         /* a library's own request that failed next to PyTorch's cache (cuBLAS
          * making a handle): only what the device has free beside PyTorch's
@@ -92,8 +98,10 @@ static int other(void *self, size_t i, const vt__event *e)
     switch (e->kind) {
     case VT_EV_FREE_COMPLETED: {
         vt__rmap_entry *y = vt__rmap_get(&g->pend, i);
-        if (!y)
+        if (!y) {
+            tm_private_free(g->t, d, e->addr);   /* a capture's block, if one */
             break;
+        }
         tblock *b = (tblock *)(uintptr_t)y->value;
         uint64_t serial = y->stream;
         vt__rmap_del(&g->pend, y);
@@ -106,13 +114,18 @@ static int other(void *self, size_t i, const vt__event *e)
         calls = 1;
         break;
     case VT_EV_SEGMENT_ALLOC:
-        if (g->cls[i] & TM_OUTSIDE) {
+        if (g->cls[i] & TM_PRIVATE) {
+            if (tm_private_segment(g->t, d, e->addr, e->size))
+                return -ENOMEM;
+        } else if (g->cls[i] & TM_OUTSIDE) {
             v->outside += e->size;
             tm_note_held(v);
         }
         break;
     case VT_EV_SEGMENT_FREE:
-        if (g->cls[i] & TM_OUTSIDE)
+        if (g->cls[i] & TM_PRIVATE)
+            tm_private_segment_free(g->t, d, e->addr);
+        else if (g->cls[i] & TM_OUTSIDE)
             v->outside = v->outside > e->size ? v->outside - e->size : 0;
         if (g->cls[i] & TM_EMPTIED) {
             if (release_cached(g, d))
@@ -209,7 +222,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
     vt__completions done = { 0 };
     uint64_t *rsegs = NULL;
     size_t nrsegs = 0;
-    engine g = { .t = t, .s = s, .cls = cls };
+    engine g = { .t = t, .s = s, .cls = cls, .graphs_deleted_at = opt->graphs_deleted_at };
     char recorded[1024];
     int rc = -ENOMEM;
     if (!t || !cls)

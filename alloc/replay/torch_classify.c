@@ -86,6 +86,10 @@ static int allocs_event(classifier *c, size_t i, const vt__event *e)
         allocation(c, d, vt__snapshot_oom_outside_framework(c->s, e) ? 2 : 1);
         break;
     case VT_EV_SEGMENT_ALLOC: {
+        if (e->aux2) {   /* a private pool's (a CUDA graph's): format 1.14 */
+            c->cls[i] = TM_OUTSIDE | TM_PRIVATE;
+            break;
+        }
         if (!c->observed) {
             c->cls[i] = TM_POOL;
             break;
@@ -120,20 +124,23 @@ static int frees_event(classifier *c, size_t i, const vt__event *e)
     int d = e->device;
     switch (e->kind) {
     case VT_EV_SEGMENT_ALLOC:
-        if (c->cls[i] == TM_OUTSIDE && vt__u64map_put(&c->outside, e->addr, 1))
+        /* the map's value: the class its free takes */
+        if ((c->cls[i] & TM_OUTSIDE) && vt__u64map_put(&c->outside, e->addr, c->cls[i]))
             return -ENOMEM;
         run_ends(c, d, e->kind);
         break;
-    case VT_EV_SEGMENT_FREE:
-        if (c->observed && vt__u64map_get(&c->outside, e->addr) != VT__U64MAP_NONE) {
+    case VT_EV_SEGMENT_FREE: {
+        uint64_t cls = vt__u64map_get(&c->outside, e->addr);
+        if (cls != VT__U64MAP_NONE) {
             vt__u64map_del(&c->outside, e->addr);
-            c->cls[i] = TM_OUTSIDE;
+            c->cls[i] = (uint8_t)cls;
             break;
         }
         c->cls[i] = TM_POOL;
         if (c->infer_empty && c->run[d] == SIZE_MAX)
             c->run[d] = i;   /* a run starts */
         break;
+    }
     case VT_EV_ALLOC:
     case VT_EV_FREE_REQUESTED:
     case VT_EV_OOM:

@@ -56,6 +56,13 @@ typedef struct tconf {
     bool uncached;                     /* cache:0 (PYTORCH_NO_CUDA_MEMORY_CACHING) */
 } tconf;
 
+typedef struct tprivate {              /* a private pool's segment (torch_private.c) */
+    uint64_t addr, size;
+    uint64_t live;                     /* recorded blocks alive in it */
+    bool released;                     /* given back (its pool freeable), before its
+                                          recorded SEGMENT_FREE */
+} tprivate;
+
 typedef struct tdev {
     tset free[2], unmapped[2];
     int64_t searches[2];               /* get_free_block calls (the GC's clock) */
@@ -65,7 +72,10 @@ typedef struct tdev {
     size_t nsegs, capsegs;
     uint64_t capacity, allowed;        /* allowed: NO_LIMIT without a fraction */
     uint64_t reserved, allocated, requested, live;
-    uint64_t outside;                  /* device memory held outside the pool */
+    uint64_t outside;                  /* device memory held outside the pool (a
+                                          library's own, a private pool's) */
+    tprivate *priv;                    /* private pools' segments, by address */
+    size_t npriv, cappriv;
     uint64_t peak_reserved, peak_allocated;
     uint64_t peak_held;                /* reserved + outside at their highest */
     uint64_t next_addr;
@@ -80,11 +90,15 @@ typedef struct tstate {
     bool failed;                       /* out of host memory */
     vt__replay_trail trail;            /* segment allocations, the reserved curve */
     uint64_t serials;
+    bool private_freeable;             /* the private pools' graphs were deleted: a
+                                          release of the cache gives their free
+                                          segments back */
 } tstate;
 
 /* ---- torch_classify.c: which of the recording's events are PyTorch's --- */
-enum { TM_POOL = 1, TM_OUTSIDE = 2, TM_EMPTIED = 4 };   /* a class; TM_POOL is bit 0, as
-                                                           vt__recorded_scope.ours reads it */
+enum { TM_POOL = 1, TM_OUTSIDE = 2, TM_EMPTIED = 4,  /* a class; TM_POOL is bit 0, as
+                                                        vt__recorded_scope.ours reads it */
+       TM_PRIVATE = 8 };   /* with TM_OUTSIDE: a segment event of a private pool's */
 /* An imported PyTorch snapshot? */
 bool tm_imported(const vt__snapshot_data *s);
 /* Is ALLOC e a request to PyTorch's allocator? */
@@ -93,7 +107,7 @@ bool tm_pool_request(const vt__snapshot_data *s, const vt__event *e);
  * through vt__event_stream_of), read forward once or twice (rewound first),
  * into cls (vt__event_stream_count bytes): TM_POOL for PyTorch's ALLOCs and
  * segment events, TM_OUTSIDE for the segment events of memory outside its
- * pool, TM_EMPTIED on the segment free where an imported snapshot's cache
+ * pool (with TM_PRIVATE: a private pool's, SEGMENT_ALLOC aux2), TM_EMPTIED on the segment free where an imported snapshot's cache
  * was emptied. `gc_recorded`: the recorded settings have a garbage
  * collection threshold. Memory: the segments allocated outside the pool,
  * and those allocated before their device's next allocation. @return 0,
@@ -133,6 +147,19 @@ tblock *tm_try_allocate_expandable(tstate *t, int d, uint64_t stream, int pool, 
 void tm_release_cached_blocks(tstate *t, int d);
 /* Every block and segment of the model freed. */
 void tm_free_all(tstate *t);
+
+/* ---- torch_private.c ----------------------------------------------------- */
+/* A private pool's segment on device d, held outside the default pool until
+ * tm_private_segment_free. @return 0, -1 out of host memory (t->failed). */
+int tm_private_segment(tstate *t, int d, uint64_t addr, uint64_t size);
+void tm_private_segment_free(tstate *t, int d, uint64_t addr);
+/* A recorded block at addr: in a private pool's segment (counted alive
+ * there until tm_private_free)? */
+bool tm_private_alloc(tstate *t, int d, uint64_t addr);
+void tm_private_free(tstate *t, int d, uint64_t addr);
+/* release_cached_blocks' part for freeable private pools (t->private_freeable):
+ * their segments with no block alive given back. */
+void tm_private_release(tstate *t, int d);
 
 /* ---- torch_malloc.c ------------------------------------------------------ */
 /* A block for `asked` bytes on `stream`; NULL: out of memory (t->failed:

@@ -366,6 +366,7 @@ void tm_release_cached_blocks(tstate *t, int d)
     v->npending = 0;
     release_blocks(t, d, 1);
     release_blocks(t, d, 0);
+    tm_private_release(t, d);
 }
 
 void tm_free_all(tstate *t)
@@ -385,6 +386,7 @@ void tm_free_all(tstate *t)
         for (size_t i = 0; i < v->npending; i++)
             free(v->pending[i]);
         free(v->pending);
+        free(v->priv);
         for (size_t i = 0; i < v->nsegs; i++)
             free(v->segs[i]);
         free(v->segs);

@@ -31,7 +31,10 @@
  *                    block's ALLOC still knows where it was made
  *   FREE_COMPLETED   addr/size: the block became reusable (pending events done)
  *   SEGMENT_ALLOC    addr/size of a backend allocation (cudaMalloc/cuMemAlloc)
- *                    aux = pool (VT_POOL_*)
+ *                    aux = pool (VT_POOL_*), aux2 (since 1.14) = the observed
+ *                    framework's private pool it serves (a CUDA graph's, or a
+ *                    torch.cuda.MemPool's: a nonzero id, the same for every
+ *                    segment of that pool), 0 for its default pool
  *   SEGMENT_FREE     addr/size of a backend free
  *   STREAM_USE       addr = block, stream = the extra stream (vt_record_stream)
  *   OOM              req_size = request, aux = bytes free on the device,
@@ -310,6 +313,10 @@ enum vt_passthrough_call {
  *   reader ignores (it then takes a library's OOM next to an observed
  *   framework for the framework's, as before; so does a reader of an older
  *   file).
+ *   1.14 gives SEGMENT_ALLOC aux2 the private pool a framework segment
+ *   serves (0 before), which an older reader ignores (it then takes a CUDA
+ *   graph's pool for the framework's default pool, as before; so does a
+ *   reader of an older file).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -449,7 +456,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 13
+#define VT_FORMAT_MINOR 14
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64

@@ -874,6 +874,50 @@ TEST(a_librarys_request_beside_pytorchs_cache_fits_only_once_the_cache_is_emptie
     }
 }
 
+/* A CUDA graph's private pool (SEGMENT_ALLOC aux2, format 1.14) on a
+ * 100 MiB device: two 30 MiB segments captured, one still holding the
+ * graph's output, the other wholly free; then PyTorch's default pool asks
+ * 50 MiB. PyTorch serves no default-pool request from a private pool and
+ * gives a live graph's segments back for nothing, so the replay runs out
+ * there as the program did (before: the pool was the default pool's, and
+ * its free segment served the request). Once the graph is deleted
+ * (graphs_deleted_at) the retry's release of the cache gives the free
+ * segment back, never the one still in use, and the request fits; a
+ * request that needs both still does not. The pool's blocks are not
+ * re-placed: both segments are held as recorded. */
+TEST(a_cuda_graphs_private_pool_is_held_as_recorded_until_its_graph_is_deleted)
+{
+    for (uint64_t ask = 50; ask <= 70; ask += 20) {
+        built *b = snap_new(100 * MIB, NULL);
+        b->s.meta.flags = VT_META_POOL_OBSERVED;
+        ev(b, VT_EV_SEGMENT_ALLOC, 0x1000000, 10 * MIB, 0, VT_POOL_LARGE);   /* default pool */
+        ev(b, VT_EV_ALLOC, 0x1000000, 10 * MIB, 0, VT_ALLOC_POOL_BLOCK);
+        ev(b, VT_EV_SEGMENT_ALLOC, 0x9000000, 30 * MIB, 7, VT_POOL_LARGE);   /* the capture's */
+        b->ev[2].aux2 = 3;
+        ev(b, VT_EV_ALLOC, 0x9000000, 30 * MIB, 7, VT_ALLOC_POOL_BLOCK);
+        ev(b, VT_EV_SEGMENT_ALLOC, 0xb000000, 30 * MIB, 7, VT_POOL_LARGE);
+        b->ev[4].aux2 = 3;
+        ev(b, VT_EV_ALLOC, 0xb000000, 30 * MIB, 7, VT_ALLOC_POOL_BLOCK);
+        ev(b, VT_EV_FREE_REQUESTED, 0xb000000, 30 * MIB, 7, 0);
+        ev(b, VT_EV_FREE_COMPLETED, 0xb000000, 30 * MIB, 7, 0);
+        ev(b, VT_EV_ALLOC, 0x5000000, ask * MIB, 0, VT_ALLOC_POOL_BLOCK);      /* 8 */
+        vt__replay_options opt = { .rules = VT_REPLAY_RULES_PYTORCH };
+        vt__replay_result r = replay_ok(b, &opt);
+        ASSERT(r.oom.happened);
+        ASSERT_EQ(r.oom.event_index, 8);
+        ASSERT_EQ(r.oom.reserved, 10 * MIB);   /* the default pool's; the graph's outside it */
+        opt.graphs_deleted_at = 8 + 1;
+        r = replay_ok(b, &opt);
+        ASSERT_EQ(r.oom.happened, ask == 70);   /* 10 + 30 still held: 60 MiB left */
+        /* deleted before the capture's blocks were freed: the same */
+        b->s.nevents = 9;
+        opt.graphs_deleted_at = 6 + 1;
+        r = replay_ok(b, &opt);
+        ASSERT_EQ(r.oom.happened, ask == 70);
+        free(b);
+    }
+}
+
 TEST(imported_pytorch_snapshot_replays_an_emptied_cache_it_has_no_event_for)
 {
     built *b = snap_new(0, "pytorch");

@@ -48,6 +48,14 @@
                                give back for it): CUBLAS_STATUS_ALLOC_FAILED
     python oom_prog.py library_emptied  the same with torch.cuda.empty_cache()
                                before the product (fits)
+    python oom_prog.py graph   a step captured in a CUDA graph (its private
+                               pool keeps 64 MiB, half of it free once the
+                               capture ends) and replayed, then a request
+                               the rest of the device cannot hold: PyTorch
+                               gives a live graph's pool back for nothing
+    python oom_prog.py graph_deleted  the same with the graph deleted
+                               before the request (fits: PyTorch's retry
+                               gives the pool's free segment back)
     python oom_prog.py late    a training loop of 300 small steps whose first
                                five keep 20 MiB each, then a request the rest
                                of the device cannot hold (more events than a
@@ -232,6 +240,31 @@ def library_emptied() -> None:
     _library(empty=True)
 
 
+def _graph(delete: bool) -> None:
+    x = torch.randn(4096, 2048, device="cuda")             # 32 MiB
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                           # warm up, as PyTorch's docs do
+        (x * 2).sin() + x
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = (x * 2).sin() + x                               # GRAPH_LINE
+    graph.replay()
+    print("replayed", float(y[0, 0]) == float((x[0, 0] * 2).sin() + x[0, 0]))
+    if delete:
+        del graph
+    torch.empty(176 * MIB, dtype=torch.uint8, device="cuda")
+
+
+def graph() -> None:
+    _graph(delete=False)
+
+
+def graph_deleted() -> None:
+    _graph(delete=True)
+
+
 def retry() -> None:
     _retry(inside=True)
 
@@ -255,7 +288,8 @@ if __name__ == "__main__":
          "first_step": first_step, "late": late, "weights": weights,
          "evaluate": evaluate, "retry": retry, "retry_after": retry_after,
          "library": library, "library_emptied": library_emptied,
-         "probe_kept": probe_kept}[sys.argv[1]]()
+         "probe_kept": probe_kept, "graph": graph,
+         "graph_deleted": graph_deleted}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

@@ -457,6 +457,37 @@ def test_a_librarys_own_allocation_beside_pytorchs_full_cache_is_said_to_be_outs
     assert oom_json(snap)["request"]["library"] is False
 
 
+def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verified_fix(tmp_path):
+    """oom_prog.py graph: a step captured in a CUDA graph, whose private pool
+    keeps 64 MiB (32 MiB of it a wholly free segment), then a request the
+    rest of the device cannot hold. PyTorch serves no other request from a
+    live graph's pool and gives it back only once the graph is deleted
+    (release_cached_blocks frees graph_pools_freeable only). Before, the
+    pool's free segment read as free in the cache and the replay, with no
+    private pools, did not run out where the program did ("no fix is
+    verified", allocator settings "fitting" that would not). Now the
+    recording marks the pool's segments (format 1.14), the report names the
+    pool and the capture's line, the replay runs out as the program did, and
+    deleting the graph is the verified fix: the program with `del graph`
+    runs to the end."""
+    snap, err = recorded_oom(tmp_path, "graph")
+    line = line_in(PROG, "y = (x * 2).sin() + x")
+    assert re.search(r"64 MiB is held by a CUDA graph's private pool \(captured at _graph "
+                     rf"\S*oom_prog\.py:{line}\b", err), err[-3000:]
+    j = oom_json(snap)
+    pools = j["device"]["graph_pools"]
+    assert pools["reserved"] == 64 * MIB and pools["free"] == 32 * MIB, pools
+    assert pools["free_segments"] == 32 * MIB and pools["pools"] == 1, pools
+    assert re.match(rf"_graph \S*oom_prog\.py:{line}\b", pools["line"]), pools
+    # the pool's free segment is not free in the cache
+    assert j["device"]["cache_free"] == 0, j["device"]
+    assert j["replay"]["reproduced"] is True, j["replay"]
+    assert set(verified(j)) == {"delete_graphs", "device"}, j["fixes"]
+    # the fix, applied
+    rc, out, err = prog("graph_deleted", str(tmp_path / "deleted.vtsnap"))
+    assert rc == 0 and "done" in out and "ran out of device memory" not in err, err[-3000:]
+
+
 def test_memory_a_caught_probe_still_holds_steps_later_is_said_without_blaming_a_handler(tmp_path):
     """oom_prog.py probe_kept: a probe keeps the 64 MiB batch it made, runs
     out (caught), training steps follow, then an OOM the kept batch helps

@@ -152,11 +152,13 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
             vt__pool_state_segment_free(addr, size);
         return 0;
     case VT_EV_SEGMENT_ALLOC: {
+        /* aux: the pool kind, and above it the private pool (a CUDA graph's:
+         * VT_POOL_EVENT_PRIVATE), which the event keeps in aux2 (format 1.14) */
         uint32_t stack = vt__stack_capture();
         uint64_t seq = vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device,
                                  .stream = stream, .addr = addr, .size = size, .stack = stack,
-                                 .aux = aux);
-        vt__pool_state_segment_alloc(device, addr, size, stream, seq, stack, (int)aux);
+                                 .aux = aux & 0xff, .aux2 = aux >> 8);
+        vt__pool_state_segment_alloc(device, addr, size, stream, seq, stack, (int)(aux & 0xff));
         return 0;
     }
     case VT_EV_EMPTY_CACHE:   /* the program emptied the framework's cache */

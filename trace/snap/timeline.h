@@ -142,6 +142,9 @@ typedef struct vt__segment_span {
     uint32_t flags;          /* VT_LT_ALIVE, VT_LT_BEFORE_WINDOW, VT_LT_FROM_STATE */
     int8_t device;
     uint8_t pool;            /* enum vt_pool (SEGMENT_ALLOC aux or the state) */
+    uint64_t private_pool;   /* the observed framework's private pool it serves (a CUDA
+                                graph's: SEGMENT_ALLOC aux2, format 1.14), 0: its
+                                default pool, or not known (from the state) */
 } vt__segment_span;
 
 /* One step of a device's memory curve: the values right AFTER event `event`.

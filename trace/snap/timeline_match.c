@@ -251,6 +251,7 @@ int vt__tl_match_event(struct builder *b, const vt__event *e, uint32_t ei)
         g->alloc_event = ei;
         g->device = e->device;
         g->pool = (uint8_t)e->aux;
+        g->private_pool = e->aux2;
         if (vt__u64map_put(&b->smap, e->addr, idx))
             return tl_fail(b, -ENOMEM, "timeline: out of memory");
         b->owner = idx;

@@ -27,6 +27,8 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace {
 
@@ -180,6 +182,33 @@ void segment_freed(int dev, uint64_t addr, uint64_t size)
     d.blocks.erase(d.blocks.lower_bound(addr), d.blocks.lower_bound(addr + size));
 }
 
+// The private pool a segment serves (TraceEntry::mempool_, PyTorch 2.6 on:
+// its pool's owner_MempoolId(), {0, 0} for the default pool): a CUDA graph's
+// ({capture id, 0}) or one the program made (graph_pool_handle(),
+// torch.cuda.MemPool: {0, uid}), as one nonzero id; 0 for the default pool
+// and where the entry does not say (an older torch).
+template <typename T, typename = void>
+struct has_mempool : std::false_type {};
+template <typename T>
+struct has_mempool<T, std::void_t<decltype(std::declval<const T &>().mempool_)>>
+    : std::true_type {};
+
+template <typename T>
+uint64_t private_pool(const T &e)
+{
+    if constexpr (has_mempool<T>::value) {
+        const uint64_t first = static_cast<uint64_t>(e.mempool_.first);
+        const uint64_t second = static_cast<uint64_t>(e.mempool_.second);
+        constexpr uint64_t kMax = (uint64_t(1) << 54) - 1;   // VT_POOL_EVENT_PRIVATE's room
+        if (first)
+            return (first & kMax) << 1;
+        if (second)
+            return ((second & kMax) << 1) | 1;
+    }
+    (void)e;
+    return 0;
+}
+
 void on_entry(const TraceEntry &e)
 {
     pool_event_fn fn = record;
@@ -204,8 +233,9 @@ void on_entry(const TraceEntry &e)
     case TraceEntry::SEGMENT_MAP:   // expandable segments: each mapped range
         segment_allocated(dev, addr, size,
                           e.action_ == TraceEntry::SEGMENT_ALLOC && size != kSmallSegment);
+        // (VT_POOL_EVENT_PRIVATE: the pool kind, the private pool above it)
         fn(EV_SEGMENT_ALLOC, dev, addr, size, stream,
-           size == kSmallSegment ? POOL_SMALL : POOL_LARGE);
+           (size == kSmallSegment ? POOL_SMALL : POOL_LARGE) | (private_pool(e) << 8));
         break;
     case TraceEntry::SEGMENT_FREE:
     case TraceEntry::SEGMENT_UNMAP:
