@@ -158,6 +158,12 @@
       h += '<div>free in ' + d.cache_free_pieces + ' piece' + (d.cache_free_pieces === 1 ? '' : 's') + ', the largest ' +
         fmtBytes(d.largest_free) + '; <b>' + fmtBytes(d.free_in_smaller_pieces) + '</b> in pieces smaller than the request</div>';
     }
+    const gp = d.graph_pools;   /* absent in an older vramtrace's JSON */
+    if (gp && gp.reserved) {
+      h += '<div class="why">' + fmtBytes(gp.reserved) + ' held by ' + (gp.pools === 1 ? 'a CUDA graph\'s private pool' : 'CUDA graphs\' private pools') +
+        ' (' + fmtBytes(gp.free) + ' of it free)' + (gp.line ? ', captured at <span class="loc">' + esc(gp.line) + '</span>' : '') +
+        ': PyTorch serves from it only what is captured into it, and gives it back only once the graph is deleted</div>';
+    }
     const out = [];
     if (o.libraries_reserved) out.push(fmtBytes(o.libraries_reserved) + ' for libraries\' own allocations');
     if (o.uncached) out.push(fmtBytes(o.uncached) + ' not served by the cache');

@@ -98,10 +98,8 @@ static int other(void *self, size_t i, const vt__event *e)
     switch (e->kind) {
     case VT_EV_FREE_COMPLETED: {
         vt__rmap_entry *y = vt__rmap_get(&g->pend, i);
-        if (!y) {
-            tm_private_free(g->t, d, e->addr);   /* a capture's block, if one */
+        if (!y)
             break;
-        }
         tblock *b = (tblock *)(uintptr_t)y->value;
         uint64_t serial = y->stream;
         vt__rmap_del(&g->pend, y);
@@ -137,6 +135,19 @@ static int other(void *self, size_t i, const vt__event *e)
         break;
     }
     return g->t->failed ? -ENOMEM : calls;
+}
+
+/* A capture's block freed (the walker holds no block for it: passed): not
+ * alive in its private pool's segment any more. At the free's request, not
+ * its completion: a release of the cache synchronizes pending frees first
+ * (and a recording of vramtrace's own rules has no completion for a free
+ * that needed none). */
+static void after(void *self, size_t i, const vt__event *e)
+{
+    engine *g = self;
+    (void)i;
+    if (e->kind == VT_EV_FREE_REQUESTED && g->t->dev[e->device].npriv)
+        tm_private_free(g->t, e->device, e->addr);
 }
 
 static void oom(void *self, int d, vt__replay_oom *o)
@@ -241,7 +252,7 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
         || (rc = vt__rmap_init(&g.pend, 256)))
         goto out;
     const vt__replay_engine en = { .self = &g, .now = now, .malloc = do_malloc,
-                                   .free = do_free, .other = other, .oom = oom,
+                                   .free = do_free, .other = other, .after = after, .oom = oom,
                                    .forget = forget, .outside = outside, .trail = &t->trail };
     if ((rc = vt__replay_walk(es, opt, &done, seeds, r, &en)) || (rc = t->failed ? -ENOMEM : 0))
         goto out;

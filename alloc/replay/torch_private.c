@@ -10,7 +10,8 @@
  * graph_pools_freeable; read from c10/cuda/CUDACachingAllocator.cpp). The
  * model does not re-place a capture's blocks: each segment is held from its
  * recorded SEGMENT_ALLOC to its SEGMENT_FREE, outside the default pool, and
- * counts the recorded blocks alive in it; when the replay is told the
+ * counts the recorded blocks alive in it (an ALLOC in it to its
+ * FREE_REQUESTED); when the replay is told the
  * pools are freeable (tstate.private_freeable: "the graph deleted before
  * this event"), a release of the cache gives back the segments with none.
  */

@@ -760,6 +760,20 @@ const tests = {
         check(text.includes(want), 'the panel lacks "' + want + '": ' + text);
       }
     });
+    // a CUDA graph's private pool: said apart from the cache, with its
+    // capture's line, and deleting the graph the verified fix
+    const graphSnap = join(artifacts, 'oom_graph.vtsnap');
+    const graphHtml = join(artifacts, 'oom_graph.html');
+    execFileSync(process.env.VT_GEN, ['oom_graph', graphSnap], { stdio: 'pipe' });
+    viz(graphSnap, graphHtml);
+    await withPage(graphHtml, async (page) => {
+      const text = await page.evaluate(() => window.__vt.oomPanelText());
+      for (const want of ['64.0 MiB held by a CUDA graph\'s private pool (32.0 MiB of it free), captured at',
+        'capture_step', '0 B free in the cache', 'delete the CUDA graph before it']) {
+        check(text.includes(want), 'the panel lacks "' + want + '": ' + text);
+      }
+      check(!text.includes('not verified') && !text.includes('no fix is verified'), text);
+    });
     // a page without an OOM has no panel
     const plain = makePage('oom_none', false);
     await withPage(plain, async (page) => {

@@ -30,6 +30,10 @@
  *       Fourteen marked steps on a 256 MiB device, each keeping a 16 MiB
  *       block (keep_activation) never freed, then an OOM asking 16 MiB more:
  *       the line that piled up before it.
+ *   gen_snapshot oom_graph OUT.vtsnap
+ *       PyTorch observed on a 256 MiB device: a CUDA graph's private pool
+ *       keeps 64 MiB (32 MiB of it a free segment) when 176 MiB is asked:
+ *       deleting the graph is the fix.
  *   gen_snapshot run OUT.vtsnap [LOGITS_BYTES]
  *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
  *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
@@ -637,6 +641,34 @@ static void generate_edge(const char *kind)
         o->stack = st_big;
         o->aux = 256 * MiB - res;   /* the device's free bytes */
         o->aux2 = res;              /* reserved by the cache */
+    } else if (!strcmp(kind, "oom_graph")) {
+        /* PyTorch observed on a 256 MiB device: a 32 MiB tensor in its
+         * default pool, a step captured in a CUDA graph whose private pool
+         * (SEGMENT_ALLOC aux2, format 1.14) keeps two 32 MiB segments, one
+         * holding the graph's output, the other freed; then 176 MiB asked:
+         * deleting the graph is the fix. */
+        S->devices[0].total_bytes = 256 * MiB;
+        S->meta.flags |= VT_META_POOL_OBSERVED;
+        uint32_t st_x = STACK("main", "make_input"), st_cap = STACK("main", "capture_step");
+        uint32_t st_big = STACK("main", "load_table");
+        const uint64_t base = 0x7f0000000000ull, seg = 32 * MiB;
+        for (int s = 0; s < 3; s++) {
+            vt__event *g = ev(VT_EV_SEGMENT_ALLOC);
+            g->addr = base + (uint64_t)s * seg;
+            g->size = seg;
+            g->aux = VT_POOL_LARGE;
+            g->aux2 = s ? 5 : 0;   /* the graph's pool */
+            g->stack = s ? st_cap : st_x;
+            alloc_at(g->addr, seg, s ? st_cap : st_x);
+            S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;
+        }
+        release(base + 2 * seg, seg, st_cap, 0);   /* the capture's intermediate */
+        vt__event *o = ev(VT_EV_OOM);
+        o->req_size = o->size = 176 * MiB;
+        o->addr = VT_OOM_FRAMEWORK;     /* PyTorch's own request */
+        o->stack = st_big;
+        o->aux = 256 * MiB - 3 * seg;   /* the device's free bytes */
+        o->aux2 = 3 * seg;              /* reserved by the cache */
     } else if (!strcmp(kind, "oom_leak")) {
         /* A training loop that keeps a 16 MiB activation each step and never
          * frees it (its temporaries come and go) runs out of memory on a
@@ -758,14 +790,15 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "oom_leak", "run", "observed",
+                                         "python", "oom", "oom_leak", "oom_graph", "run",
+                                         "observed",
                                          "by_hand", "paused" };
     int known = 0;
     for (size_t i = 0; argc >= 3 && i < sizeof kinds / sizeof *kinds; i++)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|observed|by_hand|paused OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|oom_graph|observed|by_hand|paused OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
