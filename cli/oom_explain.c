@@ -135,6 +135,24 @@ static int free_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
     return 0;
 }
 
+/* Was the capture of stack `id` torch.compile's (a frame of its cudagraph
+ * trees, torch/_inductor/cudagraph_trees.py), not the program's own
+ * torch.cuda.graph? Its pool is then the trees', released by
+ * torch._dynamo.reset(), not by deleting a graph the program holds. */
+static bool captured_by_compile(const vt__snapshot_data *s, uint32_t id)
+{
+    static const char trees[] = "torch/_inductor/cudagraph_trees.py";
+    const vt__frame *fr[256];
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
+    for (size_t i = 0; i < n && i < 256; i++) {
+        const char *file = vt__snapshot_string(s, fr[i]->file);
+        size_t len = strlen(file);
+        if (len >= sizeof trees - 1 && !strcmp(file + len - (sizeof trees - 1), trees))
+            return true;
+    }
+    return false;
+}
+
 /* Has a segment of private pool `id` been counted? (the pools seen so far,
  * a few: their first segments' ids in r->private_ids) */
 static bool private_seen(vt__oom_report *r, uint64_t id)
@@ -180,8 +198,10 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
                                  .device = g->device };
         if (g->private_pool && !private_seen(r, g->private_pool)) {
             r->private_pools++;
-            if (g->alloc_event != VT_TL_NONE && !r->private_stack)
+            if (g->alloc_event != VT_TL_NONE && !r->private_stack) {
                 r->private_stack = s->events[g->alloc_event].stack;
+                r->private_compiled = captured_by_compile(s, r->private_stack);
+            }
         }
     }
     qsort(segs, nseg, sizeof *segs, cmp_seg);
@@ -635,11 +655,17 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
         char b1[32];
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GRAPHS_DELETED,
                                  .storage_bytes = r->private_whole };
-        snprintf(cand[n].conf, sizeof cand[0].conf,
-                 "delete the CUDA graph%s before it (%s of %s pool%s, in wholly free segments, "
-                 "given back at the retry)", r->private_pools == 1 ? "" : "s",
-                 vt__fmt_bytes(r->private_whole, b1), r->private_pools == 1 ? "its" : "their",
-                 r->private_pools == 1 ? "" : "s");
+        if (r->private_compiled)
+            snprintf(cand[n].conf, sizeof cand[0].conf,
+                     "torch._dynamo.reset() before it (torch.compile's CUDA graphs released: %s "
+                     "of their pool, in wholly free segments, given back at the retry)",
+                     vt__fmt_bytes(r->private_whole, b1));
+        else
+            snprintf(cand[n].conf, sizeof cand[0].conf,
+                     "delete the CUDA graph%s before it (%s of %s pool%s, in wholly free "
+                     "segments, given back at the retry)", r->private_pools == 1 ? "" : "s",
+                     vt__fmt_bytes(r->private_whole, b1),
+                     r->private_pools == 1 ? "its" : "their", r->private_pools == 1 ? "" : "s");
         opts[n++] = (vt__replay_options){ .capacity = cap, .graphs_deleted_at = r->event + 1 };
     }
     if (nh) {

@@ -147,6 +147,7 @@ typedef struct vt__oom_report {
     size_t private_pools;      /* how many pools (told apart up to VT__OOM_PRIVATE_IDS) */
     uint64_t private_ids[VT__OOM_PRIVATE_IDS];
     uint32_t private_stack;    /* the first of their segments' stack (the capture's line) */
+    bool private_compiled;     /* that capture was torch.compile's (its cudagraph trees) */
     uint64_t outside_reserved; /* a library's own allocations next to an observed
                                   framework allocator (their segments) */
     uint64_t outside_allocated;

@@ -203,17 +203,23 @@ static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_
                              const char *indent)
 {
     char b1[32];
-    fprintf(f, "%s%s is held by %s CUDA graph%s private pool%s", indent,
-            vt__fmt_bytes(r->private_reserved, b1),
-            r->private_pools == 1 ? "a" : "the", r->private_pools == 1 ? "'s" : "s'",
-            r->private_pools == 1 ? "" : "s");
+    if (r->private_compiled)
+        fprintf(f, "%s%s is held by torch.compile's CUDA graphs in their private pool%s", indent,
+                vt__fmt_bytes(r->private_reserved, b1), r->private_pools == 1 ? "" : "s");
+    else
+        fprintf(f, "%s%s is held by %s CUDA graph%s private pool%s", indent,
+                vt__fmt_bytes(r->private_reserved, b1),
+                r->private_pools == 1 ? "a" : "the", r->private_pools == 1 ? "'s" : "s'",
+                r->private_pools == 1 ? "" : "s");
     if (r->private_stack) {
         fputs(" (captured at ", f);
         site_text(f, s, vt__oom_site_frame(s, r->private_stack));
         fputc(')', f);
     }
     fprintf(f, ":\n%sPyTorch serves from it only what is captured into it, and gives it back only"
-               " once the graph is deleted\n", indent);
+               " once %s\n", indent,
+            r->private_compiled ? "the graphs are released (torch._dynamo.reset())"
+                                : "the graph is deleted");
 }
 
 /* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
@@ -557,8 +563,9 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                 pool_name(r->groups[i].pool), r->groups[i].stream, r->groups[i].bytes,
                 r->groups[i].pieces, r->groups[i].largest);
     fprintf(f, "], \"graph_pools\": {\"reserved\": %" PRIu64 ", \"free\": %" PRIu64
-               ", \"free_segments\": %" PRIu64 ", \"pools\": %zu, \"line\": ",
-            r->private_reserved, r->private_free, r->private_whole, r->private_pools);
+               ", \"free_segments\": %" PRIu64 ", \"pools\": %zu, \"compiled\": %s, \"line\": ",
+            r->private_reserved, r->private_free, r->private_whole, r->private_pools,
+            r->private_compiled ? "true" : "false");
     vt__report_frame_json(f, s, r->private_stack ? vt__oom_site_frame(s, r->private_stack) : NULL);
     fprintf(f, "}}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
                PRIu64 ", \"uncached\": %" PRIu64 ", \"other\": ", r->outside_reserved,

@@ -56,6 +56,14 @@
     python oom_prog.py graph_deleted  the same with the graph deleted
                                before the request (fits: PyTorch's retry
                                gives the pool's free segment back)
+    python oom_prog.py compiled_graphs  a model compiled with
+                               torch.compile(backend="cudagraphs") run a few
+                               times (its cudagraph trees keep a private
+                               pool, wholly free between calls), then a
+                               request the rest of the device cannot hold
+    python oom_prog.py compiled_graphs_reset  the same with
+                               torch._dynamo.reset() before the request
+                               (fits: the trees' pool is given back)
     python oom_prog.py late    a training loop of 300 small steps whose first
                                five keep 20 MiB each, then a request the rest
                                of the device cannot hold (more events than a
@@ -257,6 +265,28 @@ def _graph(delete: bool) -> None:
     torch.empty(176 * MIB, dtype=torch.uint8, device="cuda")
 
 
+def _compiled_graphs(reset: bool) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 1024)).cuda()
+    step = torch.compile(model, backend="cudagraphs")
+    x = torch.randn(2048, 1024, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            out = step(x)                                   # COMPILED_LINE
+    print("out", tuple(out.shape))
+    if reset:
+        torch._dynamo.reset()
+    torch.empty(160 * MIB, dtype=torch.uint8, device="cuda")
+
+
+def compiled_graphs() -> None:
+    _compiled_graphs(reset=False)
+
+
+def compiled_graphs_reset() -> None:
+    _compiled_graphs(reset=True)
+
+
 def graph() -> None:
     _graph(delete=False)
 
@@ -289,7 +319,8 @@ if __name__ == "__main__":
          "evaluate": evaluate, "retry": retry, "retry_after": retry_after,
          "library": library, "library_emptied": library_emptied,
          "probe_kept": probe_kept, "graph": graph,
-         "graph_deleted": graph_deleted}[sys.argv[1]]()
+         "graph_deleted": graph_deleted, "compiled_graphs": compiled_graphs,
+         "compiled_graphs_reset": compiled_graphs_reset}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:
             torch.cuda.memory._dump_snapshot(pickle_path)

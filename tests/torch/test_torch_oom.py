@@ -488,6 +488,31 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     assert rc == 0 and "done" in out and "ran out of device memory" not in err, err[-3000:]
 
 
+def test_torch_compiles_cuda_graphs_pool_is_said_to_be_its_and_a_reset_is_the_verified_fix(
+        tmp_path):
+    """oom_prog.py compiled_graphs: a model compiled with
+    torch.compile(backend="cudagraphs") (PyTorch's own cudagraph trees, no
+    code of ours) run three times, then a request the rest of the device
+    cannot hold. The trees' private pool is wholly free between calls, yet
+    PyTorch gives none of it back while the trees live: the report says the
+    memory is torch.compile's graphs' (a frame of cudagraph_trees.py in the
+    capture's stack), at the program's line that called the compiled model,
+    and torch._dynamo.reset() is the verified fix, not deleting a graph the
+    program never held; applied, the program runs to the end."""
+    snap, err = recorded_oom(tmp_path, "compiled_graphs")
+    line = line_in(PROG, "out = step(x)")
+    assert re.search(r"MiB is held by torch\.compile's CUDA graphs in their private pool "
+                     rf"\(captured at _compiled_graphs \S*oom_prog\.py:{line}\b", err), err[-3000:]
+    j = oom_json(snap)
+    pools = j["device"]["graph_pools"]
+    assert pools["compiled"] is True and pools["free"] == pools["reserved"] > 0, pools
+    assert set(verified(j)) == {"delete_graphs", "device"}, j["fixes"]
+    fix = next(f for f in j["fixes"] if f["kind"] == "delete_graphs")
+    assert fix["conf"].startswith("torch._dynamo.reset() before it"), fix
+    rc, out, err = prog("compiled_graphs_reset", str(tmp_path / "reset.vtsnap"))
+    assert rc == 0 and "done" in out and "ran out of device memory" not in err, err[-3000:]
+
+
 def test_memory_a_caught_probe_still_holds_steps_later_is_said_without_blaming_a_handler(tmp_path):
     """oom_prog.py probe_kept: a probe keeps the 64 MiB batch it made, runs
     out (caught), training steps follow, then an OOM the kept batch helps
