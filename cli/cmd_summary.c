@@ -19,6 +19,7 @@
  *     true peaks (allocator, whole run): allocated X, reserved Y, active Z   (format >= 1.2)
  *     at the snapshot (allocator state): allocated X in N blocks, pending Y, reserved Z
  *     fragmentation: X reserved but unallocated at the allocated peak (P%), Y now (Q%)
+ *     CUDA graph pools: X of the reserved now, Y of it free: ...   (format >= 1.14, when any)
  *     top call sites by bytes at peak (seq S):
  *       BYTES  N allocation(s)  FN FILE:LINE (MODULE+0xOFF)
  *                 inside it, most by a library: BYTES  FN FILE:LINE  (of N lines)
@@ -221,6 +222,59 @@ static void passthrough_kinds(const vt__timeline *tl)
     }
 }
 
+/* The CUDA graphs' private pools alive at the end of device `dev` (format
+ * 1.14): their free bytes are reserved but unallocated, yet no request but
+ * a capture's uses them, and PyTorch keeps them until the graphs are gone. */
+typedef struct span_at { uint64_t addr, end; } span_at;
+
+static int cmp_span_at(const void *a, const void *b)
+{
+    const span_at *x = a, *y = b;
+    return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+static void graph_pools_now(const vt__timeline *tl, int dev)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt__segment_span *g = &tl->segments[i];
+        n += g->device == dev && g->private_pool && g->free_event == VT_TL_NONE;
+    }
+    span_at *segs = n ? malloc(n * sizeof *segs) : NULL;
+    if (!segs)
+        return;   /* none (or no memory for the line: it is left out) */
+    uint64_t reserved = 0, used = 0;
+    n = 0;
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt__segment_span *g = &tl->segments[i];
+        if (g->device == dev && g->private_pool && g->free_event == VT_TL_NONE) {
+            segs[n++] = (span_at){ g->addr, g->addr + g->size };
+            reserved += g->size;
+        }
+    }
+    qsort(segs, n, sizeof *segs, cmp_span_at);
+    for (size_t k = 0; k < tl->nlifetimes; k++) {
+        const vt__lifetime *l = &tl->lifetimes[k];
+        if (l->device != dev || !(l->flags & VT_LT_ALIVE))
+            continue;
+        size_t lo = 0, hi = n;   /* the last segment starting at or below it */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (segs[mid].addr <= l->addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo && l->addr < segs[lo - 1].end)
+            used += l->size;
+    }
+    free(segs);
+    char b1[32], b2[32];
+    printf("  CUDA graph pools: %s of the reserved now, %s of it free: kept for the graphs' "
+           "replays, no other request's (given back once the graphs are deleted)\n",
+           vt__fmt_bytes(reserved, b1), vt__fmt_bytes(reserved > used ? reserved - used : 0, b2));
+}
+
 static void print_summary(const char *path, const vt__snapshot_data *s, const vt__timeline *tl)
 {
     const vt__snapshot_meta *m = &s->meta;
@@ -330,6 +384,7 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
         printf("  fragmentation: %s reserved but unallocated at the allocated peak (%.1f%%), "
                "%s now (%.1f%%)\n", vt__fmt_bytes(fp, b1), pct(fp, pa->reserved),
                vt__fmt_bytes(fe, b2), pct(fe, d->final_reserved));
+        graph_pools_now(tl, d->device);
         top_sites(s, tl, d);
     }
 }

@@ -481,6 +481,9 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     assert re.match(rf"_graph \S*oom_prog\.py:{line}\b", pools["line"]), pools
     # the pool's free segment is not free in the cache
     assert j["device"]["cache_free"] == 0, j["device"]
+    # summary's reserved-but-unallocated says how much of it is the graph's
+    rc, out, _ = run([CLI, "summary", snap])
+    assert rc == 0 and "  CUDA graph pools: 64 MiB of the reserved now, 32 MiB of it free" in out, out
     assert j["replay"]["reproduced"] is True, j["replay"]
     assert set(verified(j)) == {"delete_graphs", "device"}, j["fixes"]
     # the fix, applied
