@@ -140,6 +140,43 @@ def test_oom_entry_keeps_request_and_device_free():
     assert oom["req_size"] == 80 << 30 and oom["aux"] == 123456789, oom
 
 
+def test_a_cuda_graphs_pool_id_is_read_and_written_back():
+    """PyTorch's trace entries carry the pool a segment serves ("pool_id",
+    (capture id, 0) for a CUDA graph's; (0, 0) the default pool). A pickle
+    whose graph pool keeps a 32 MiB segment holding its output and a wholly
+    free one, then asks more than the rest of the device: `oom` on it counts
+    the pool apart from the cache and verifies deleting the graph (before,
+    the import dropped pool_id: the free segment read as the cache's and the
+    replay did not run out there). Exported back, the segments keep their
+    pool_id, and the export reads as the pickle did."""
+    MIB = 1 << 20
+    sim = ts.Sim()
+    sim.alloc(32 * MIB, "make_input", 3)
+    captured = []
+    for _ in range(2):
+        captured.append(sim.alloc(32 * MIB, "capture_step", 7))
+        seg = next(e for e in reversed(sim.trace) if e["action"] == "segment_alloc")
+        seg["pool_id"] = (1, 0)
+        seg["stream"] = 0x55aa
+    sim.free(captured[1])
+    sim.oom(176 * MIB, 160 * MIB)
+    orig = sim.snapshot()
+    for g in orig["segments"]:
+        if g["address"] != min(s["address"] for s in orig["segments"]):
+            g["segment_pool_id"] = (1, 0)
+    f = write(orig, "graph.pickle")
+    j = json.loads(vt("oom", f, "--json").stdout)
+    pools = j["device"]["graph_pools"]
+    assert pools["reserved"] == 64 * MIB and pools["free_segments"] == 32 * MIB, pools
+    assert j["device"]["cache_free"] == 0 and j["replay"]["reproduced"], j
+    assert [x["kind"] for x in j["fixes"] if x["verified"]][0] == "delete_graphs", j["fixes"]
+    vt("export", "--format", "torch", f, "-o", path("graph_out.pickle"))
+    out = pickle.load(open(path("graph_out.pickle"), "rb"))
+    ids = [e.get("pool_id", (0, 0)) for e in out["device_traces"][0] if e["action"] == "segment_alloc"]
+    assert ids == [(0, 0), (1, 0), (1, 0)], ids
+    assert json.loads(vt("oom", path("graph_out.pickle"), "--json").stdout)["device"] == j["device"]
+
+
 def test_legacy_bare_list_of_segments_with_history_is_read():
     seg = {"device": 0, "address": 0x1000000, "total_size": 2 << 20, "allocated_size": 4096,
            "active_size": 4096, "stream": 0, "segment_type": "small",

@@ -153,6 +153,15 @@ static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
     const char *meta = vt__snapshot_string(s, e->str);
     if (*meta)
         put_key_str(w, "user_metadata", meta);
+    if (e->kind == VT_EV_SEGMENT_ALLOC && e->aux2) {
+        /* its private pool (format 1.14) as PyTorch's pair, as the importer
+         * reads it: (capture id, 0) or (0, uid) */
+        vt__pw_str(w, "pool_id");
+        vt__pw_tuple_begin(w);
+        vt__pw_int(w, (e->aux2 & 1) ? 0 : (int64_t)(e->aux2 >> 1));
+        vt__pw_int(w, (e->aux2 & 1) ? (int64_t)(e->aux2 >> 1) : 0);
+        vt__pw_tuple_end(w);
+    }
     vt__pw_dict_end(w);
 }
 

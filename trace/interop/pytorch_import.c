@@ -161,13 +161,31 @@ uint32_t vt__pt_ref_of(const vt__pickle *p, const vt__pv *v)
     return v ? (uint32_t)(v - p->values) + 1 : 0;
 }
 
+/* A trace entry's pool_id, PyTorch's MempoolId_t pair ((0, 0): its default
+ * pool; a CUDA graph's (capture id, 0); one the program made (0, uid)), as
+ * the one nonzero id format 1.14 gives a private pool: the same rule as
+ * private_pool() in scripts/vramtrace/native/pool_observer.cpp (the
+ * observer, built against torch, keeps its own copy: change both). */
+static uint64_t private_pool_id(const vt__pickle *p, const vt__pv *id)
+{
+    if (!id || (id->type != VT_PV_TUPLE && id->type != VT_PV_LIST) || id->n != 2)
+        return 0;
+    const uint64_t max = (1ull << 54) - 1;
+    uint64_t first = vt__pickle_u64(vt__pickle_item(p, id, 0), 0);
+    uint64_t second = vt__pickle_u64(vt__pickle_item(p, id, 1), 0);
+    if (first)
+        return (first & max) << 1;
+    return second ? ((second & max) << 1) | 1 : 0;
+}
+
 /* An entry's fields, read from its dict as soon as the dict is complete (it
  * may be dropped then: the sink of pickle_read.c). The event is finished
  * (its stack and strings interned) later, in time order, so that a
  * streamed import numbers strings and stacks as the whole one does. Until
  * then time_ns holds time_us, seq the position of the entry in its list
  * (or among the annotations), stack and str the frames and user_metadata
- * values (vt__pt_ref_of), aux the kind's argument, and aux2 is 1 for an annotation
+ * values (vt__pt_ref_of), aux the kind's argument (a segment's: its private
+ * pool, from pool_id), and aux2 is 1 for an annotation
  * (str then its dict). @return 0 when `en` is no trace entry. */
 int vt__pt_read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
 {
@@ -193,6 +211,8 @@ int vt__pt_read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
         e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
     } else if (e->kind == VT_EV_MARK) {
         e->aux = vt__pickle_str_is(action, "snapshot");
+    } else if (e->kind == VT_EV_SEGMENT_ALLOC) {
+        e->aux = private_pool_id(p, vt__pickle_get(p, en, "pool_id"));
     }
     return 1;
 }
@@ -302,6 +322,7 @@ int vt__pt_finish_event(struct imp *im, vt__event *e)
     case VT_EV_SEGMENT_ALLOC:
     case VT_EV_SEGMENT_FREE:
         e->size = size;
+        e->aux2 = e->kind == VT_EV_SEGMENT_ALLOC ? e->aux : 0;   /* its private pool (1.14) */
         e->aux = size == 2u << 20 ? VT_POOL_SMALL : VT_POOL_LARGE; /* kSmallBuffer segments */
         if (e->kind == VT_EV_SEGMENT_FREE)
             e->aux = 0;
