@@ -208,9 +208,10 @@ static void write_tables(FILE *o, const vt__snapshot_data *s)
         begin_item(o, i, "addr", g->addr);
         fprintf(o, ",\"size\":%" PRIu64, g->size);
         hex_field(o, "stream", g->stream);
-        fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"framework\":%s,\"blocks\":[", g->device,
+        fprintf(o, ",\"device\":%d,\"pool\":\"%s\",\"framework\":%s,\"private_pool\":%" PRIu64
+                   ",\"blocks\":[", g->device,
                 vt__pool_kind(g->pool) <= 2 ? pools[vt__pool_kind(g->pool)] : "?",
-                vt__pool_is_framework(g->pool) ? "true" : "false");
+                vt__pool_is_framework(g->pool) ? "true" : "false", g->private_pool);
         for (uint32_t k = 0; k < g->nblocks && g->first_block + k < s->nblocks; k++) {
             const vt__snap_block *b = &s->blocks[g->first_block + k];
             fprintf(o, "%s{\"addr\":", k ? "," : "");

@@ -219,6 +219,12 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
             continue;
         long g = find_seg(segs, nseg, l->addr);
         bool outside = observed && (l->flags & VT_LT_OUTSIDE_POOL);
+        if (g >= 0 && segs[g].private_pool && !r->private_stack && l->alloc_stack) {
+            /* the pool's segments came from the state (the ring overwrote
+             * the capture's events): a block of it says where it was made */
+            r->private_stack = l->alloc_stack;
+            r->private_compiled = captured_by_compile(s, r->private_stack);
+        }
         if (g >= 0) {
             if (outside)
                 segs[g].outside = 1;

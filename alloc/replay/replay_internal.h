@@ -97,6 +97,12 @@ typedef struct vt__seeds {
                                   alive when the window opened, as recorded */
     uint64_t outside[VT_REPLAY_MAX_DEVICES];  /* device memory a library held outside
                                   an observed framework's pool then (and to the end) */
+    struct vt__seed_segment {  /* private pools' segments (CUDA graphs') alive then
+                                  (and to the end: the state says whose) */
+        uint64_t addr, size;
+        int device;
+    } *priv;
+    size_t npriv;
 } vt__seeds;
 
 /* The seeds of s, whose events es reads (rewound first): one streamed

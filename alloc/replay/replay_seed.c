@@ -17,7 +17,8 @@
  * lived first, as the weights before the activations). A block of a
  * library's own (outside an observed framework's pool) is not a request to
  * the replayed allocator: its segment, alive at the end, is held outside
- * the pool from the start, as it was.
+ * the pool from the start, as it was; so is a CUDA graph's private pool's
+ * segment (the replay's model holds those as recorded: torch_private.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -76,14 +77,21 @@ static int add_blocks(const vt__timeline *tl, vt__seeds *out)
  * recording's reserved bytes then; a library's own, in a recording of an
  * observed framework (alive at the end: the state says whose), held
  * outside the pool. */
-static void add_segments(const vt__snapshot_data *s, const vt__timeline *tl, vt__seeds *out)
+static int add_segments(const vt__snapshot_data *s, const vt__timeline *tl, vt__seeds *out)
 {
     const bool observed = (s->meta.flags & VT_META_POOL_OBSERVED) != 0;
+    size_t cap = 0;
     for (size_t k = 0; k < tl->nsegments; k++) {
         const vt__segment_span *g = &tl->segments[k];
         if (!(g->flags & VT_LT_BEFORE_WINDOW) || g->device < 0
             || g->device >= VT_REPLAY_MAX_DEVICES)
             continue;
+        if (g->private_pool) {
+            if (vt__grow_from((void **)&out->priv, &cap, out->npriv + 1, sizeof *out->priv, 8))
+                return -ENOMEM;
+            out->priv[out->npriv++] = (struct vt__seed_segment){ g->addr, g->size, g->device };
+            continue;
+        }
         bool library = observed && g->state_segment != VT_TL_NONE
                        && g->state_segment < s->nsegments
                        && !vt__pool_is_framework(s->segments[g->state_segment].pool);
@@ -92,6 +100,7 @@ static void add_segments(const vt__snapshot_data *s, const vt__timeline *tl, vt_
         else
             out->reserved[g->device] += g->size;
     }
+    return 0;
 }
 
 int vt__replay_seeds(const vt__snapshot_data *s, vt__event_stream *es, vt__seeds *out,
@@ -105,7 +114,7 @@ int vt__replay_seeds(const vt__snapshot_data *s, vt__event_stream *es, vt__seeds
         return rc == -ENOMEM ? rc : vt__errf(err, errlen, rc, "%s", tlerr);
     rc = add_blocks(tl, out);
     if (rc == 0)
-        add_segments(s, tl, out);
+        rc = add_segments(s, tl, out);
     vt__timeline_free(tl);
     if (rc)
         vt__seeds_free(out);
@@ -115,5 +124,6 @@ int vt__replay_seeds(const vt__snapshot_data *s, vt__event_stream *es, vt__seeds
 void vt__seeds_free(vt__seeds *sd)
 {
     free(sd->v);
+    free(sd->priv);
     *sd = (vt__seeds){ 0 };
 }

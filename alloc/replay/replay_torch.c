@@ -245,6 +245,12 @@ int vt__replay_torch(const vt__snapshot_data *s, vt__event_stream *es,
     tm_format_conf(&t->c, r->conf, sizeof r->conf);
     r->expandable_segments = t->c.expandable;
     setup_devices(t);
+    for (size_t k = 0; seeds && k < seeds->npriv; k++)   /* graphs' pools held before the window */
+        if (seeds->priv[k].device < (int)r->ndevices &&
+            tm_private_segment(t, seeds->priv[k].device, seeds->priv[k].addr, seeds->priv[k].size)) {
+            rc = -ENOMEM;
+            goto out;
+        }
     vt__recorded_scope pool = { .ours = cls, .frees_name_requests = true, .seeds = seeds };
     bool gc_recorded = strstr(recorded, "garbage_collection_threshold") != NULL;
     if ((rc = tm_classify_stream(s, es, gc_recorded, cls))

@@ -316,7 +316,8 @@ enum vt_passthrough_call {
  *   1.14 gives SEGMENT_ALLOC aux2 the private pool a framework segment
  *   serves (0 before), which an older reader ignores (it then takes a CUDA
  *   graph's pool for the framework's default pool, as before; so does a
- *   reader of an older file).
+ *   reader of an older file), and adds section SEGMENT_POOLS (10): the same
+ *   for the segments of the states, which an older reader skips.
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -351,7 +352,8 @@ enum vt_passthrough_call {
  * count bounds a section, raw_size is at most what count items can take in
  * their longest encoding: META at most VT_MAX_META_BYTES, FRAMES
  * count * VT_MAX_FRAME_BYTES, FIRST_LINES count * VT_MAX_FIRST_LINE_BYTES,
- * FRAME_FLAGS count * VT_MAX_FRAME_FLAG_BYTES,
+ * FRAME_FLAGS count * VT_MAX_FRAME_FLAG_BYTES, SEGMENT_POOLS
+ * count * VT_MAX_SEGMENT_POOL_BYTES,
  * STACKS (count - 1) * VT_MAX_STACK_NODE_BYTES,
  * EVENTS VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES (this
  * version needs at most 114 bytes per event; columns that a later minor adds
@@ -425,6 +427,16 @@ enum vt_passthrough_call {
  *     its ALLOC event had them, also where the ring lost that event) and
  *     its free space. Written when a snapshot has such segments.
  *
+ *   SEGMENT_POOLS (1.14, optional; count = entries): the private pools of
+ *     the states' segments (a CUDA graph's, a torch.cuda.MemPool's: SEGMENT_ALLOC
+ *     aux2's id), so that a window whose ring overwrote a pool's
+ *     SEGMENT_ALLOC still knows it. The segments are numbered from 0 in file
+ *     order, STATE's then FRAMEWORK_STATE's; per entry, in increasing order of
+ *     segment: varint (its segment's number - the previous entry's, the
+ *     first against 0; >= 1 after the first), varint the pool's id (> 0). A
+ *     segment without an entry serves its allocator's default pool. Written
+ *     when a snapshot has such segments.
+ *
  *   EVENTS (count = events): varint n, varint ncolumns (15 in 1.0 to 1.5), varint
  *     byte length of each column, then the columns back to back. Column c
  *     holds field f of every event in seq order:
@@ -495,6 +507,7 @@ enum vt_meta_flag {
 #define VT_MAX_FIRST_LINE_BYTES 5      /* 1 varint below 2^31 */
 #define VT_MAX_FRAME_FLAG_BYTES 5      /* 1 varint of 32 bits */
 #define VT_MAX_STACK_NODE_BYTES 20     /* 2 varints */
+#define VT_MAX_SEGMENT_POOL_BYTES 20   /* 2 varints */
 #define VT_MAX_EVENTS_HEADER_BYTES (16u << 10)
 #define VT_MAX_EVENT_BYTES 160
 
@@ -508,6 +521,7 @@ enum vt_section_id {
     VT_SECTION_FIRST_LINES = 7,   /* format 1.4 */
     VT_SECTION_FRAME_FLAGS = 8,   /* format 1.8 */
     VT_SECTION_FRAMEWORK_STATE = 9,   /* format 1.10 */
+    VT_SECTION_SEGMENT_POOLS = 10,    /* format 1.14 */
 };
 
 /* OOM addr (format 1.13): the observed framework allocator's own OOM. */

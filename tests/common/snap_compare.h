@@ -28,7 +28,7 @@ enum snap_strings { SNAP_STRINGS_BY_ID, SNAP_STRINGS_BY_TEXT };
 #define SNAP_FRAME_STRINGS(X) X(module) X(build_id) X(function) X(file)
 #define SNAP_NODE_NUMBERS(X) X(parent) X(frame)
 #define SNAP_SEGMENT_NUMBERS(X)                                             \
-    X(addr) X(size) X(stream) X(first_block) X(nblocks) X(device) X(pool)
+    X(addr) X(size) X(stream) X(first_block) X(nblocks) X(device) X(pool) X(private_pool)
 #define SNAP_BLOCK_NUMBERS(X)                                               \
     X(addr) X(size) X(req_size) X(stream) X(alloc_seq) X(stack) X(state)
 #define SNAP_DEVICE_NUMBERS(X)                                              \

@@ -148,7 +148,8 @@ def test_a_cuda_graphs_pool_id_is_read_and_written_back():
     the pool apart from the cache and verifies deleting the graph (before,
     the import dropped pool_id: the free segment read as the cache's and the
     replay did not run out there). Exported back, the segments keep their
-    pool_id, and the export reads as the pickle did."""
+    pool_id and segment_pool_id, and the export reads as the pickle did;
+    without the trace's pool_id the segments' segment_pool_id says it."""
     MIB = 1 << 20
     sim = ts.Sim()
     sim.alloc(32 * MIB, "make_input", 3)
@@ -174,7 +175,15 @@ def test_a_cuda_graphs_pool_id_is_read_and_written_back():
     out = pickle.load(open(path("graph_out.pickle"), "rb"))
     ids = [e.get("pool_id", (0, 0)) for e in out["device_traces"][0] if e["action"] == "segment_alloc"]
     assert ids == [(0, 0), (1, 0), (1, 0)], ids
+    assert [g["segment_pool_id"] for g in out["segments"]] == \
+        [g["segment_pool_id"] for g in orig["segments"]], out["segments"]
     assert json.loads(vt("oom", path("graph_out.pickle"), "--json").stdout)["device"] == j["device"]
+    # a history that lost the capture's entries (max_entries): the segments'
+    # segment_pool_id still says whose they are
+    for e in orig["device_traces"][0]:
+        e.pop("pool_id", None)
+    f = write(orig, "graph_state.pickle")
+    assert json.loads(vt("oom", f, "--json").stdout)["device"]["graph_pools"] == pools
 
 
 def test_legacy_bare_list_of_segments_with_history_is_read():

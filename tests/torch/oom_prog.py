@@ -53,6 +53,10 @@
                                capture ends) and replayed, then a request
                                the rest of the device cannot hold: PyTorch
                                gives a live graph's pool back for nothing
+    python oom_prog.py graph_late  the same, the graph replayed 200 times
+                               between small steps before the request
+                               (more events than a small ring keeps: the
+                               capture's are overwritten)
     python oom_prog.py graph_deleted  the same with the graph deleted
                                before the request (fits: PyTorch's retry
                                gives the pool's free segment back)
@@ -248,7 +252,7 @@ def library_emptied() -> None:
     _library(empty=True)
 
 
-def _graph(delete: bool) -> None:
+def _graph(delete: bool, late: bool = False) -> None:
     x = torch.randn(4096, 2048, device="cuda")             # 32 MiB
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -260,6 +264,9 @@ def _graph(delete: bool) -> None:
         y = (x * 2).sin() + x                               # GRAPH_LINE
     graph.replay()
     print("replayed", float(y[0, 0]) == float((x[0, 0] * 2).sin() + x[0, 0]))
+    for _ in range(200 if late else 0):
+        graph.replay()
+        (y[:64] * 2).sum()                                  # a small step between replays
     if delete:
         del graph
     torch.empty(176 * MIB, dtype=torch.uint8, device="cuda")
@@ -291,6 +298,10 @@ def graph() -> None:
     _graph(delete=False)
 
 
+def graph_late() -> None:
+    _graph(delete=False, late=True)
+
+
 def graph_deleted() -> None:
     _graph(delete=True)
 
@@ -319,7 +330,8 @@ if __name__ == "__main__":
          "evaluate": evaluate, "retry": retry, "retry_after": retry_after,
          "library": library, "library_emptied": library_emptied,
          "probe_kept": probe_kept, "graph": graph,
-         "graph_deleted": graph_deleted, "compiled_graphs": compiled_graphs,
+         "graph_deleted": graph_deleted, "graph_late": graph_late,
+         "compiled_graphs": compiled_graphs,
          "compiled_graphs_reset": compiled_graphs_reset}[sys.argv[1]]()
     except torch.OutOfMemoryError:
         if pickle_path:

@@ -489,6 +489,19 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     # the fix, applied
     rc, out, err = prog("graph_deleted", str(tmp_path / "deleted.vtsnap"))
     assert rc == 0 and "done" in out and "ran out of device memory" not in err, err[-3000:]
+    # a run longer than the ring (the graph replayed between small steps):
+    # the capture's events are overwritten, the snapshot's state still says
+    # which segments are the graph's (SEGMENT_POOLS), and a block alive in
+    # them where the capture ran
+    snap, err = recorded_oom(tmp_path, "graph_late", "--conf", "max_events:1024")
+    j = oom_json(snap)
+    sj = json.loads(run([CLI, "json", snap])[1])
+    assert sj["meta"]["events_overwritten"] > 1000 and sj["counts"].get("SEGMENT_ALLOC", 0) == 0, \
+        (sj["meta"], sj["counts"])
+    assert re.search(r"64 MiB is held by a CUDA graph's private pool \(captured at _graph "
+                     rf"\S*oom_prog\.py:{line}\b", err), err[-3000:]
+    assert j["device"]["graph_pools"]["free_segments"] == 32 * MIB, j["device"]
+    assert j["replay"]["reproduced"] is True and "delete_graphs" in verified(j), j["fixes"]
 
 
 def test_torch_compiles_cuda_graphs_pool_is_said_to_be_its_and_a_reset_is_the_verified_fix(

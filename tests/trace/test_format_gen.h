@@ -50,7 +50,9 @@ static inline void gen_segment(struct snap_builder *g, uint64_t addr, uint64_t s
                                uint64_t stream)
 {
     uint32_t first = (uint32_t)g->s->nblocks;
-    *sb_segment(g) = (vt__snap_segment){ addr, size, stream, first, 0, (int8_t)dev, pool };
+    *sb_segment(g) = (vt__snap_segment){ .addr = addr, .size = size, .stream = stream,
+                                         .first_block = first, .device = (int8_t)dev,
+                                         .pool = pool };
 }
 
 /* Append a block to the last segment (address implied by the previous ones). */
@@ -353,6 +355,8 @@ static inline vt__snapshot_data *gen_random(uint64_t *rnd, size_t n)
     for (size_t k = 0; k < nseg; k++) {
         uint64_t base = 0x10000 + 0x1000 * (k * 4);
         gen_segment(&g, base, 4 * 0x1000, (int)(gen_rand(rnd) % 2), VT_POOL_SMALL, 0);
+        if (gen_rand(rnd) % 3 == 0)   /* a private pool's (SEGMENT_POOLS, 1.14) */
+            s->segments[s->nsegments - 1].private_pool = 1 + gen_rand(rnd) % 5;
         for (int j = 0; j < 4; j++) {
             uint8_t st = (uint8_t)(gen_rand(rnd) % 3);
             uint64_t aseq = 0;

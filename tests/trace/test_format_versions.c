@@ -478,6 +478,59 @@ TEST(framework_state_round_trips_in_a_section_an_older_file_cannot_have)
     vt__snapshot_free(s);
 }
 
+/* format.h, 1.14: the private pools of the states' segments (a CUDA graph's)
+ * travel in SEGMENT_POOLS, numbered STATE's then FRAMEWORK_STATE's; a file
+ * claiming 1.13 has no such section (skipped: every segment the default
+ * pool's), and an entry naming no segment, a repeated one, or pool 0 is
+ * refused. */
+TEST(segment_pools_round_trip_in_a_section_an_older_file_cannot_have)
+{
+    vt__snapshot_data *s = gen_small();
+    size_t own = s->nsegments;
+    ASSERT(own >= 2);
+    s->segments[1].private_pool = 3;
+    struct snap_builder g = gen_reopen(s);
+    gen_segment(&g, 0x7000000000, 0x200000, 0, VT_POOL_FRAMEWORK_SMALL, 0);
+    gen_block(&g, 0x200000, 0, 0, 0, 0, VT_BLOCK_INACTIVE);
+    gen_segment(&g, 0x7000400000, 0x1400000, 0, VT_POOL_FRAMEWORK_LARGE, 0);
+    gen_block(&g, 0x1400000, 0x1400000, 0, 0, 1, VT_BLOCK_ACTIVE_ALLOCATED);
+    s->segments[own + 1].private_pool = (1ull << 55) + 2;   /* as large as an id gets */
+    size_t size;
+    unsigned char *data = encode(s, &size);
+    vt__snapshot_data *r = decode_ok(data, size);
+    same_snapshot(s, r);
+    ASSERT_EQ(r->segments[1].private_pool, 3);
+    ASSERT_EQ(r->segments[own].private_pool, 0);
+    ASSERT_EQ(r->segments[own + 1].private_pool, (1ull << 55) + 2);
+    vt__snapshot_free(r);
+
+    struct raw_section secs[8];
+    ASSERT_EQ(unpack_all(data, secs, 8), 8);
+    int pools = -1;
+    for (int i = 0; i < 8; i++)
+        pools = secs[i].id == VT_SECTION_SEGMENT_POOLS ? i : pools;
+    ASSERT(pools >= 0);
+    ASSERT_EQ(secs[pools].count, 2);
+    /* entries: segment 1 (+1), then the framework's second (own + 1) */
+    ASSERT_EQ(secs[pools].raw[0], 1);
+    ASSERT_EQ(secs[pools].raw[1], 3);
+    ASSERT_EQ(secs[pools].raw[2], own);
+    vt__snapshot_data *old = decode_repacked(secs, 8, 13);
+    for (size_t i = 0; i < old->nsegments; i++)
+        ASSERT_EQ(old->segments[i].private_pool, 0);
+    vt__snapshot_free(old);
+    secs[pools].raw[1] = 0;
+    expect_repacked_reject(secs, 8, VT_FORMAT_MINOR, "pool id 0");
+    secs[pools].raw[1] = 3;
+    secs[pools].raw[2] = 0;   /* segment 1 again */
+    expect_repacked_reject(secs, 8, VT_FORMAT_MINOR, "section 'segment pools'");
+    secs[pools].raw[2] = (unsigned char)(own + 1);   /* past the last segment */
+    expect_repacked_reject(secs, 8, VT_FORMAT_MINOR, "names segment");
+    free_sections(secs, 8);
+    free(data);
+    vt__snapshot_free(s);
+}
+
 TEST_MAIN()
 
 /* format.h, 1.9: PAUSE (26), the recording tool's own pause of the program

@@ -79,6 +79,18 @@ static const char *state_name(uint8_t st)
                                                 : "inactive";
 }
 
+/* A private pool (format 1.14; 0: the default) as PyTorch's MempoolId_t
+ * pair under `key`, as the importer reads it back (private_pool_id in
+ * pytorch_import.c): (capture id, 0) or (0, uid); (0, 0) the default. */
+static void put_pool_id(vt__pickle_writer *w, const char *key, uint64_t id)
+{
+    vt__pw_str(w, key);
+    vt__pw_tuple_begin(w);
+    vt__pw_int(w, id && !(id & 1) ? (int64_t)(id >> 1) : 0);
+    vt__pw_int(w, id & 1 ? (int64_t)(id >> 1) : 0);
+    vt__pw_tuple_end(w);
+}
+
 static void put_segments(vt__pickle_writer *w, const vt__snapshot_data *s)
 {
     vt__pw_str(w, "segments");
@@ -104,11 +116,7 @@ static void put_segments(vt__pickle_writer *w, const vt__snapshot_data *s)
         put_key_u64(w, "requested_size", requested);
         put_key_u64(w, "stream", g->stream);
         put_key_str(w, "segment_type", vt__pool_kind(g->pool) == VT_POOL_SMALL ? "small" : "large");
-        vt__pw_str(w, "segment_pool_id");
-        vt__pw_tuple_begin(w);
-        vt__pw_int(w, 0);
-        vt__pw_int(w, 0);
-        vt__pw_tuple_end(w);
+        put_pool_id(w, "segment_pool_id", g->private_pool);
         vt__pw_str(w, "is_expandable");
         vt__pw_bool(w, 0);
         vt__pw_str(w, "frames");
@@ -153,15 +161,8 @@ static void put_entry(vt__pickle_writer *w, const vt__snapshot_data *s, const vt
     const char *meta = vt__snapshot_string(s, e->str);
     if (*meta)
         put_key_str(w, "user_metadata", meta);
-    if (e->kind == VT_EV_SEGMENT_ALLOC && e->aux2) {
-        /* its private pool (format 1.14) as PyTorch's pair, as the importer
-         * reads it: (capture id, 0) or (0, uid) */
-        vt__pw_str(w, "pool_id");
-        vt__pw_tuple_begin(w);
-        vt__pw_int(w, (e->aux2 & 1) ? 0 : (int64_t)(e->aux2 >> 1));
-        vt__pw_int(w, (e->aux2 & 1) ? (int64_t)(e->aux2 >> 1) : 0);
-        vt__pw_tuple_end(w);
-    }
+    if (e->kind == VT_EV_SEGMENT_ALLOC && e->aux2)
+        put_pool_id(w, "pool_id", e->aux2);
     vt__pw_dict_end(w);
 }
 

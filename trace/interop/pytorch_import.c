@@ -44,6 +44,23 @@ static uint8_t block_state(const vt__pv *st)
     return VT_BLOCK_INACTIVE;
 }
 
+/* A trace entry's pool_id (a segment's segment_pool_id), PyTorch's MempoolId_t pair ((0, 0): its default
+ * pool; a CUDA graph's (capture id, 0); one the program made (0, uid)), as
+ * the one nonzero id format 1.14 gives a private pool: the same rule as
+ * private_pool() in scripts/vramtrace/native/pool_observer.cpp (the
+ * observer, built against torch, keeps its own copy: change both). */
+static uint64_t private_pool_id(const vt__pickle *p, const vt__pv *id)
+{
+    if (!id || (id->type != VT_PV_TUPLE && id->type != VT_PV_LIST) || id->n != 2)
+        return 0;
+    const uint64_t max = (1ull << 54) - 1;
+    uint64_t first = vt__pickle_u64(vt__pickle_item(p, id, 0), 0);
+    uint64_t second = vt__pickle_u64(vt__pickle_item(p, id, 1), 0);
+    if (first)
+        return (first & max) << 1;
+    return second ? ((second & max) << 1) | 1 : 0;
+}
+
 static int add_block(struct imp *im, vt__snap_block blk)
 {
     vt__snapshot_data *s = im->b.s;
@@ -75,6 +92,7 @@ int vt__pt_import_segment(struct imp *im, const vt__pv *seg, size_t si)
         .device = (int8_t)vt__pickle_int(vt__pickle_get(p, seg, "device"), 0),
         .pool = vt__pickle_str_is(vt__pickle_get(p, seg, "segment_type"), "small") ? VT_POOL_SMALL
                                                                                  : VT_POOL_LARGE,
+        .private_pool = private_pool_id(p, vt__pickle_get(p, seg, "segment_pool_id")),
     };
     const vt__pv *blocks = vt__pickle_get(p, seg, "blocks");
     uint64_t at = addr, end = addr + size;
@@ -159,23 +177,6 @@ static uint64_t round_granule(uint64_t n)
 uint32_t vt__pt_ref_of(const vt__pickle *p, const vt__pv *v)
 {
     return v ? (uint32_t)(v - p->values) + 1 : 0;
-}
-
-/* A trace entry's pool_id, PyTorch's MempoolId_t pair ((0, 0): its default
- * pool; a CUDA graph's (capture id, 0); one the program made (0, uid)), as
- * the one nonzero id format 1.14 gives a private pool: the same rule as
- * private_pool() in scripts/vramtrace/native/pool_observer.cpp (the
- * observer, built against torch, keeps its own copy: change both). */
-static uint64_t private_pool_id(const vt__pickle *p, const vt__pv *id)
-{
-    if (!id || (id->type != VT_PV_TUPLE && id->type != VT_PV_LIST) || id->n != 2)
-        return 0;
-    const uint64_t max = (1ull << 54) - 1;
-    uint64_t first = vt__pickle_u64(vt__pickle_item(p, id, 0), 0);
-    uint64_t second = vt__pickle_u64(vt__pickle_item(p, id, 1), 0);
-    if (first)
-        return (first & max) << 1;
-    return second ? ((second & max) << 1) | 1 : 0;
 }
 
 /* An entry's fields, read from its dict as soon as the dict is complete (it

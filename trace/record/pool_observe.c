@@ -158,7 +158,8 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         uint64_t seq = vt__trace(.kind = VT_EV_SEGMENT_ALLOC, .device = device,
                                  .stream = stream, .addr = addr, .size = size, .stack = stack,
                                  .aux = aux & 0xff, .aux2 = aux >> 8);
-        vt__pool_state_segment_alloc(device, addr, size, stream, seq, stack, (int)(aux & 0xff));
+        vt__pool_state_segment_alloc(device, addr, size, stream, seq, stack, (int)(aux & 0xff),
+                                     aux >> 8);
         return 0;
     }
     case VT_EV_EMPTY_CACHE:   /* the program emptied the framework's cache */

@@ -36,6 +36,7 @@ typedef struct item {
     int8_t device;
     uint8_t state;   /* a block's vt_block_state */
     uint8_t pool;    /* a segment's pool (VT_POOL_SMALL/LARGE) */
+    uint64_t private_pool;   /* a segment's private pool (a CUDA graph's), 0: default */
 } item;
 
 /* One table of items, with the address of each to its index. */
@@ -157,10 +158,10 @@ void vt__pool_state_free_completed(uint64_t addr)
 }
 
 void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint64_t stream,
-                                  uint64_t seq, uint32_t stack, int pool)
+                                  uint64_t seq, uint32_t stack, int pool, uint64_t private_pool)
 {
     item it = { .addr = addr, .size = size, .stream = stream, .seq = seq, .stack = stack,
-                .device = (int8_t)device, .pool = (uint8_t)pool };
+                .device = (int8_t)device, .pool = (uint8_t)pool, .private_pool = private_pool };
     pthread_mutex_lock(&lock);
     put(&segments, &it);
     pthread_mutex_unlock(&lock);
@@ -247,7 +248,8 @@ static uint64_t run_end(const item *seg, size_t nseg, size_t i, const item *blk,
         for (size_t k = b; k < nblk && blk[k].addr < end; k++)
             if (blk[k].addr + blk[k].size > reach)
                 reach = blk[k].addr + blk[k].size;
-        if (reach == end || j >= nseg || seg[j].addr != end || seg[j].device != seg[i].device)
+        if (reach == end || j >= nseg || seg[j].addr != end || seg[j].device != seg[i].device
+            || seg[j].private_pool != seg[i].private_pool)
             break;
         end = seg[j].addr + seg[j].size;
     }
@@ -271,7 +273,8 @@ static int add_segments(vt__snapshot_data *s, const item *seg, size_t nseg, cons
         vt__snap_segment g = { .addr = start, .size = end - start, .stream = seg[i].stream,
                                .device = seg[i].device,
                                .pool = seg[i].pool == VT_POOL_SMALL ? VT_POOL_FRAMEWORK_SMALL
-                                                                    : VT_POOL_FRAMEWORK_LARGE };
+                                                                    : VT_POOL_FRAMEWORK_LARGE,
+                               .private_pool = seg[i].private_pool };
         if (rc == 0)
             rc = vt__snapshot_add_segment(s, &g);
         uint64_t at = start;

@@ -102,8 +102,9 @@ void vt__pool_state_alloc(int device, uint64_t addr, uint64_t size, uint64_t req
  * @return its allocation stack, 0 if the book does not have it. */
 uint32_t vt__pool_state_free_requested(uint64_t addr);
 void vt__pool_state_free_completed(uint64_t addr);
+/* `private_pool`: the private pool it serves (a CUDA graph's), 0: the default. */
 void vt__pool_state_segment_alloc(int device, uint64_t addr, uint64_t size, uint64_t stream,
-                                  uint64_t seq, uint32_t stack, int pool);
+                                  uint64_t seq, uint32_t stack, int pool, uint64_t private_pool);
 void vt__pool_state_segment_free(uint64_t addr, uint64_t size);
 /* vt_pool_block_at's answer: 1, 0, or -1 when the book cannot tell. */
 int vt__pool_state_block_at(uint64_t addr);

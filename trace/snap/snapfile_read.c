@@ -28,12 +28,13 @@
 
 const char *const vt__section_names[NKNOWN + 1] = {
     "?", "meta", "strings", "frames", "stacks", "state", "events", "first lines", "frame flags",
-    "framework state",
+    "framework state", "segment pools",
 };
 /* Sections a file may leave out (format.h): FIRST_LINES, FRAME_FLAGS,
- * FRAMEWORK_STATE. */
+ * FRAMEWORK_STATE, SEGMENT_POOLS. */
 #define OPTIONAL_SECTION(id) ((id) == VT_SECTION_FIRST_LINES || (id) == VT_SECTION_FRAME_FLAGS || \
-                              (id) == VT_SECTION_FRAMEWORK_STATE)
+                              (id) == VT_SECTION_FRAMEWORK_STATE || \
+                              (id) == VT_SECTION_SEGMENT_POOLS)
 
 /* ---- header and table --------------------------------------------------- */
 
@@ -128,7 +129,8 @@ int vt__rd_parse_header(struct rd *r)
             continue; /* a later minor version's section: skip */
         if ((en.id == VT_SECTION_FIRST_LINES && r->minor < 4) ||
             (en.id == VT_SECTION_FRAME_FLAGS && r->minor < 8) ||
-            (en.id == VT_SECTION_FRAMEWORK_STATE && r->minor < 10))
+            (en.id == VT_SECTION_FRAMEWORK_STATE && r->minor < 10) ||
+            (en.id == VT_SECTION_SEGMENT_POOLS && r->minor < 14))
             continue; /* not of this file's version: what an older reader does */
         if (r->sec[en.id].present)
             return rfail(r, "section table at byte offset %llu: section '%s' appears twice",
@@ -158,6 +160,8 @@ static uint64_t raw_bound(int id, uint64_t count)
         return count > big ? UINT64_MAX : count * VT_MAX_FRAME_FLAG_BYTES;
     case VT_SECTION_STACKS:
         return count > big ? UINT64_MAX : (count ? count - 1 : 0) * VT_MAX_STACK_NODE_BYTES;
+    case VT_SECTION_SEGMENT_POOLS:
+        return count > big ? UINT64_MAX : count * VT_MAX_SEGMENT_POOL_BYTES;
     case VT_SECTION_EVENTS:
         return count > big ? UINT64_MAX
                            : VT_MAX_EVENTS_HEADER_BYTES + count * VT_MAX_EVENT_BYTES;
@@ -624,6 +628,33 @@ static int dec_framework_state(struct rd *r, const unsigned char *raw, size_t n)
     return dec_segments(r, raw, n, true);
 }
 
+/* SEGMENT_POOLS (1.14): the private pools of the segments the states listed. */
+static int dec_segment_pools(struct rd *r, const unsigned char *raw, size_t n)
+{
+    vt__snapshot_data *s = r->s;
+    vt__cur c = vt__cur_make(raw, n);
+    uint64_t want = r->sec[VT_SECTION_SEGMENT_POOLS].count, at = 0;
+    for (uint64_t i = 0; i < want; i++) {
+        size_t off = vt__cur_off(&c);
+        uint64_t step = vt__get_varint(&c), id = vt__get_varint(&c);
+        NEED(&c, "entry");
+        if ((i && !step) || step > s->nsegments - at || (i && step == s->nsegments - at))
+            return SFAIL(r, off, "entry %llu names segment %llu+%llu of %zu",
+                         (unsigned long long)i, (unsigned long long)at,
+                         (unsigned long long)step, s->nsegments);
+        at += step;
+        if (at >= s->nsegments)
+            return SFAIL(r, off, "entry %llu names segment %llu of %zu", (unsigned long long)i,
+                         (unsigned long long)at, s->nsegments);
+        if (!id)
+            return SFAIL(r, off, "entry %llu: pool id 0", (unsigned long long)i);
+        s->segments[at].private_pool = id;
+    }
+    if (vt__cur_left(&c))
+        return SFAIL(r, vt__cur_off(&c), "%zu bytes after the last entry", vt__cur_left(&c));
+    return 0;
+}
+
 static inline void mtf_front(uint64_t *list, unsigned pos, uint64_t v)
 {
     /* a loop, not memmove: pos is mostly 0 or 1, and the call would cost
@@ -809,7 +840,8 @@ int vt__rd_decode_sections(struct rd *r)
         { VT_SECTION_FRAMES, dec_frames },   { VT_SECTION_FIRST_LINES, dec_first_lines },
         { VT_SECTION_FRAME_FLAGS, dec_frame_flags },
         { VT_SECTION_STACKS, dec_stacks },   { VT_SECTION_STATE, dec_state },
-        { VT_SECTION_FRAMEWORK_STATE, dec_framework_state }, { VT_SECTION_EVENTS, dec_events },
+        { VT_SECTION_FRAMEWORK_STATE, dec_framework_state },
+        { VT_SECTION_SEGMENT_POOLS, dec_segment_pools }, { VT_SECTION_EVENTS, dec_events },
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0] && !rc; i++) {

@@ -23,7 +23,7 @@
 #define FUZZING 0
 #endif
 
-#define NKNOWN 9
+#define NKNOWN 10
 /* Section names for messages, by section id ("?" for 0). */
 extern const char *const vt__section_names[NKNOWN + 1];
 

@@ -271,6 +271,28 @@ static void enc_state(const vt__snapshot_data *s, bool framework, vt__buf *b)
     }
 }
 
+/* SEGMENT_POOLS: the segments' private pools, numbered in file order (STATE's
+ * then FRAMEWORK_STATE's, as enc_state writes them). @return the entries. */
+static size_t enc_segment_pools(const vt__snapshot_data *s, vt__buf *b)
+{
+    size_t n = 0;
+    uint64_t number = 0, last = 0;
+    for (int framework = 0; framework < 2; framework++)
+        for (size_t i = 0; i < s->nsegments; i++) {
+            const vt__snap_segment *g = &s->segments[i];
+            if (vt__pool_is_framework(g->pool) != (framework == 1))
+                continue;
+            if (g->private_pool) {
+                vt__put_varint(b, number - last);
+                vt__put_varint(b, g->private_pool);
+                last = number;
+                n++;
+            }
+            number++;
+        }
+    return n;
+}
+
 /* Move-to-front: the position of v (moved to the front), or `n` when it was
  * not in the list (then inserted at the front, the last one dropped). The
  * reader mirrors this exactly (vt__mtf_* in snapfile_encode.h). */
@@ -417,7 +439,7 @@ static ZSTD_CCtx *new_cctx(void)
  * compressed. @return the sections in the file (6, or 7 with FIRST_LINES),
  * or a negative errno. */
 /* The sections a file of this version has at most (format.h). */
-#define MAX_SECTIONS 9
+#define MAX_SECTIONS 10
 
 static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct section *secs)
 {
@@ -453,6 +475,9 @@ static int encode_sections(const vt__snapshot_data *s, ZSTD_CCtx *cctx, struct s
         secs[nsec] = (struct section){ .id = VT_SECTION_FRAMEWORK_STATE, .count = nframework };
         enc_state(s, true, &secs[nsec++].raw);
     }
+    secs[nsec] = (struct section){ .id = VT_SECTION_SEGMENT_POOLS };
+    if ((secs[nsec].count = enc_segment_pools(s, &secs[nsec].raw)))
+        nsec++;
     int rc = 0;
     for (int i = 0; i < nsec && !rc; i++) {
         if (i == 5)

@@ -82,6 +82,8 @@ typedef struct vt__snap_segment {
     uint32_t nblocks;
     int8_t device;
     uint8_t pool;          /* enum vt_pool */
+    uint64_t private_pool; /* the private pool it serves (a CUDA graph's; section
+                              SEGMENT_POOLS, format 1.14), 0: its default pool */
 } vt__snap_segment;
 
 /* Per-device facts. */

@@ -143,8 +143,8 @@ typedef struct vt__segment_span {
     int8_t device;
     uint8_t pool;            /* enum vt_pool (SEGMENT_ALLOC aux or the state) */
     uint64_t private_pool;   /* the observed framework's private pool it serves (a CUDA
-                                graph's: SEGMENT_ALLOC aux2, format 1.14), 0: its
-                                default pool, or not known (from the state) */
+                                graph's: SEGMENT_ALLOC aux2, or the state's
+                                SEGMENT_POOLS, format 1.14), 0: its default pool */
 } vt__segment_span;
 
 /* One step of a device's memory curve: the values right AFTER event `event`.

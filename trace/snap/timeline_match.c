@@ -434,6 +434,8 @@ int vt__tl_merge_state(struct builder *b)
         g->stream = sg->stream;
         g->pool = vt__pool_kind(sg->pool);
         g->state_segment = (uint32_t)gi;
+        if (sg->private_pool)   /* a window whose ring overwrote its SEGMENT_ALLOC */
+            g->private_pool = sg->private_pool;
 
         for (size_t k = 0; k < sg->nblocks; k++) {
             size_t bi = (size_t)sg->first_block + k;
