@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "commands.h"
 #include "report_util.h"
 
@@ -257,14 +258,8 @@ static void graph_pools_now(const vt__timeline *tl, int dev)
         const vt__lifetime *l = &tl->lifetimes[k];
         if (l->device != dev || !(l->flags & VT_LT_ALIVE))
             continue;
-        size_t lo = 0, hi = n;   /* the last segment starting at or below it */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (segs[mid].addr <= l->addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo;   /* the first segment starting above it */
+        VT__PARTITION_POINT(n, i, segs[i].addr <= l->addr, lo);
         if (lo && l->addr < segs[lo - 1].end)
             used += l->size;
     }

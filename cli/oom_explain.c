@@ -12,6 +12,7 @@
 
 #include "oom_explain.h"
 #include "replay.h"
+#include "bsearch.h"
 #include "grow.h"
 #include "report_util.h"
 #include "u64map.h"
@@ -80,14 +81,8 @@ static int cmp_span(const void *a, const void *b)
 /* The segment of segs[0..n) (sorted) holding addr, or -1. */
 static long find_seg(const seg_at *segs, size_t n, uint64_t addr)
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (segs[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;   /* the first segment that starts above addr */
+    VT__PARTITION_POINT(n, i, segs[i].addr <= addr, lo);
     if (lo == 0 || addr >= segs[lo - 1].addr + segs[lo - 1].size)
         return -1;
     return (long)(lo - 1);
@@ -493,14 +488,8 @@ out:
 /* The index of the event with sequence number seq (or the last before it). */
 static size_t event_of_seq(const vt__snapshot_data *s, uint64_t seq)
 {
-    size_t lo = 0, hi = s->nevents;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->events[mid].seq <= seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;   /* the first event after seq */
+    VT__PARTITION_POINT(s->nevents, i, s->events[i].seq <= seq, lo);
     return lo ? lo - 1 : 0;
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "free_match.h"
 #include "grow.h"
 #include "replay_internal.h"
@@ -100,14 +101,8 @@ bool vt__completed_at_once(const vt__completions *c, size_t i, const vt__event *
     *done = UINT64_MAX;
     if (e->aux == 0)
         return true;   /* not pending */
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->v[mid].request < i)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;   /* the first pending free requested at or after event i */
+    VT__PARTITION_POINT(c->n, k, c->v[k].request < i, lo);
     if (lo == c->n || c->v[lo].request != i)
         return false;   /* the window ends first */
     if (c->v[lo].completed == c->v[lo].request)

@@ -17,23 +17,18 @@
  */
 #include <stdlib.h>
 
+#include "bsearch.h"
 #include "grow.h"
 #include "torch_model.h"
 
 /* The segment of device d holding addr, or NULL (sorted by address). */
 static tprivate *find(tdev *v, uint64_t addr)
 {
-    size_t lo = 0, hi = v->npriv;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v->priv[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0 || addr >= v->priv[lo - 1].addr + v->priv[lo - 1].size)
+    size_t after;   /* the first segment that starts above addr */
+    VT__PARTITION_POINT(v->npriv, i, v->priv[i].addr <= addr, after);
+    if (after == 0 || addr >= v->priv[after - 1].addr + v->priv[after - 1].size)
         return NULL;
-    return &v->priv[lo - 1];
+    return &v->priv[after - 1];
 }
 
 int tm_private_segment(tstate *t, int d, uint64_t addr, uint64_t size)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bsearch.h"
 #include "grow.h"
 #include "torch_model.h"
 
@@ -30,15 +31,9 @@ static int key_cmp(const tset *s, const tblock *a, uint64_t stream, uint64_t siz
 
 size_t tm_lower_bound(const tset *s, uint64_t stream, uint64_t size, uint64_t addr)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (key_cmp(s, s->v[mid], stream, size, addr) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    size_t at;
+    VT__PARTITION_POINT(s->n, i, key_cmp(s, s->v[i], stream, size, addr) < 0, at);
+    return at;
 }
 
 int tm_set_insert(tstate *t, tset *s, tblock *b)
