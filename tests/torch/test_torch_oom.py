@@ -457,6 +457,17 @@ def test_a_librarys_own_allocation_beside_pytorchs_full_cache_is_said_to_be_outs
     assert oom_json(snap)["request"]["library"] is False
 
 
+def graph_pool_oom(tmp_path, mode: str, capture: str, said: str) -> Tuple[str, int, dict]:
+    """oom_prog.py MODE's OOM beside a CUDA graph's pool: run's end must say
+    ``said`` of the pool, captured at the line of _MODE that reads
+    ``capture``; (the snapshot, that line, oom's JSON)."""
+    snap, err = recorded_oom(tmp_path, mode)
+    line = line_in(PROG, capture)
+    assert re.search(re.escape(said) + rf" \(captured at _{mode} \S*oom_prog\.py:{line}\b",
+                     err), err[-3000:]
+    return snap, line, oom_json(snap)
+
+
 def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verified_fix(tmp_path):
     """oom_prog.py graph: a step captured in a CUDA graph, whose private pool
     keeps 64 MiB (32 MiB of it a wholly free segment), then a request the
@@ -470,11 +481,8 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     pool and the capture's line, the replay runs out as the program did, and
     deleting the graph is the verified fix: the program with `del graph`
     runs to the end."""
-    snap, err = recorded_oom(tmp_path, "graph")
-    line = line_in(PROG, "y = (x * 2).sin() + x")
-    assert re.search(r"64 MiB is held by a CUDA graph's private pool \(captured at _graph "
-                     rf"\S*oom_prog\.py:{line}\b", err), err[-3000:]
-    j = oom_json(snap)
+    snap, line, j = graph_pool_oom(tmp_path, "graph", "y = (x * 2).sin() + x",
+                                   "64 MiB is held by a CUDA graph's private pool")
     pools = j["device"]["graph_pools"]
     assert pools["reserved"] == 64 * MIB and pools["free"] == 32 * MIB, pools
     assert pools["free_segments"] == 32 * MIB and pools["pools"] == 1, pools
@@ -515,11 +523,8 @@ def test_torch_compiles_cuda_graphs_pool_is_said_to_be_its_and_a_reset_is_the_ve
     capture's stack), at the program's line that called the compiled model,
     and torch._dynamo.reset() is the verified fix, not deleting a graph the
     program never held; applied, the program runs to the end."""
-    snap, err = recorded_oom(tmp_path, "compiled_graphs")
-    line = line_in(PROG, "out = step(x)")
-    assert re.search(r"MiB is held by torch\.compile's CUDA graphs in their private pool "
-                     rf"\(captured at _compiled_graphs \S*oom_prog\.py:{line}\b", err), err[-3000:]
-    j = oom_json(snap)
+    _, _, j = graph_pool_oom(tmp_path, "compiled_graphs", "out = step(x)",
+                             "MiB is held by torch.compile's CUDA graphs in their private pool")
     pools = j["device"]["graph_pools"]
     assert pools["compiled"] is True and pools["free"] == pools["reserved"] > 0, pools
     assert set(verified(j)) == {"delete_graphs", "device"}, j["fixes"]
