@@ -754,6 +754,57 @@ TEST(observed_pool_state_lists_what_the_ring_overwrote)
     vt__snapshot_free(s);
 }
 
+/* vt_pool_event's SEGMENT_ALLOC of a private pool (VT_POOL_EVENT_PRIVATE: a
+ * CUDA graph's): the event keeps the pool kind in aux and the pool in aux2
+ * (format 1.14), the state keeps it once the ring overwrote the event (and
+ * the file holds it: SEGMENT_POOLS), and two touching mapped ranges of
+ * different pools stay two segments. */
+TEST(a_private_pools_segments_keep_their_pool_in_the_event_and_the_state)
+{
+    ASSERT_EQ(vt_pool_observe(dlsym(RTLD_DEFAULT, "strlen"), NULL), 0);
+    const uint64_t seg = 0x7f0000000000, graph = 0x7f0000400000;
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, seg, 0x400000, 0, VT_POOL_LARGE), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_SEGMENT_ALLOC, 0, graph, 0x400000, 7,
+                            VT_POOL_EVENT_PRIVATE(VT_POOL_LARGE, 6)), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_ALLOC, 0, graph, 0x1000, 7, 0), 0);
+    vt__snapshot_data *s = build();
+    ASSERT_EQ(s->nevents, 3);
+    ASSERT_EQ(s->events[1].kind, VT_EV_SEGMENT_ALLOC);
+    ASSERT_EQ(s->events[1].aux, VT_POOL_LARGE);
+    ASSERT_EQ(s->events[1].aux2, 6);
+    ASSERT_EQ(s->events[0].aux2, 0);
+    vt__snapshot_free(s);
+    for (int i = 0; i < 1100; i++)   /* the ring (1024 events) forgets them */
+        vt__trace(.kind = VT_EV_MARK, .device = -1);
+    s = build();
+    ASSERT(s->meta.events_overwritten > 0);
+    const vt__snap_segment *f[2];
+    size_t nf = 0;
+    for (size_t i = 0; i < s->nsegments; i++)
+        if (vt__pool_is_framework(s->segments[i].pool) && nf < 2)
+            f[nf++] = &s->segments[i];
+    ASSERT_EQ(nf, 2);   /* touching, of two pools: not one run */
+    ASSERT_EQ(f[0]->addr, seg);
+    ASSERT_EQ(f[0]->private_pool, 0);
+    ASSERT_EQ(f[1]->addr, graph);
+    ASSERT_EQ(f[1]->private_pool, 6);
+    char path[] = "/tmp/vt-pool-private-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    char err[256];
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r = NULL;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    size_t n6 = 0;
+    for (size_t i = 0; i < r->nsegments; i++)
+        n6 += r->segments[i].private_pool == 6 && r->segments[i].addr == graph;
+    ASSERT_EQ(n6, 1);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
+}
+
 /* vt_pool_block_at: whether memory is a block of the observed allocator
  * (track() declares a device storage that is not, a CUDA IPC handle's
  * mapping, as external). Unknown before the first block; a block's start
