@@ -248,6 +248,7 @@ void vt__viz_render_free(struct render *r)
     free(r->strs);
     free(r->streams);
     free(r->pauses);
+    vt__viz_pools_free(r);
     vt__buf_free(&r->findings);
 }
 
@@ -443,6 +444,10 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
         goto out;
     }
     vt__viz_write_columns(&r, &cols, npoints);
+    if (vt__viz_pools_begin(&r) == 0)
+        for (size_t i = 0; i < s->nevents; i++)
+            vt__viz_pools_event(&r, (uint32_t)i, &s->events[i]);
+    vt__viz_pools_write(&r, &cols);
     free(cols.tmp);
     cols.tmp = NULL;
     rc = vt__viz_finish_page(out, &r, &cols, npoints, stats, err, errlen);

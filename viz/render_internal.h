@@ -17,6 +17,20 @@
 
 #define NONE VT_TL_NONE
 
+/* CUDA graphs' private pools' reserved bytes, per device (render_pools.c). */
+struct pool_step { uint32_t event; uint64_t bytes; };
+struct pool_dev {
+    struct pool_step *v;     /* after each event that changed them */
+    size_t n, cap;
+    uint64_t bytes;          /* now */
+};
+struct pools {
+    struct pool_dev *dev;    /* by index into tl->devices */
+    size_t ndev;
+    vt__u64map at;           /* the pools' live segments' addresses */
+    bool any;                /* a pool was seen: section "pools" is written */
+};
+
 struct render {
     const vt__snapshot_data *s;
     const vt__timeline *tl;
@@ -63,6 +77,7 @@ struct render {
      * program's, shaded and said on the page. */
     uint64_t *pauses;
     size_t npauses, cap_pauses;   /* pairs */
+    struct pools pools;      /* CUDA graphs' pools (render_pools.c) */
 };
 
 /* The binary columns: each a named section of the blob. */
@@ -205,6 +220,14 @@ void vt__viz_add_event_findings(struct render *r);
 void vt__viz_write_columns(struct render *r, struct columns *c, size_t *npoints_total);
 /* What the streamed render (render_stream.c) writes its columns with. */
 void vt__viz_col_begin(struct columns *c, const char *name, int rle);
+
+/* render_pools.c: CUDA graphs' pools' reserved bytes as steps. begin once
+ * the timeline and the axis are known (@return -1 out of memory), every
+ * event in order, then write its section (none when no pool was seen). */
+int vt__viz_pools_begin(struct render *r);
+void vt__viz_pools_event(struct render *r, uint32_t ev, const vt__event *e);
+void vt__viz_pools_write(struct render *r, struct columns *c);
+void vt__viz_pools_free(struct render *r);
 void vt__viz_put_column(struct columns *c, const char *name, const uint64_t *v, size_t n);
 size_t vt__viz_varint_len(uint64_t v);
 unsigned vt__viz_common_shift(uint64_t acc);

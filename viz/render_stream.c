@@ -681,8 +681,13 @@ static int read_page(struct sr *x)
     size_t i = 0;
     if ((rc = vt__event_stream_rewind(x->es)))
         goto out;
+    if (vt__viz_pools_begin(r)) {
+        rc = -ENOMEM;
+        goto out;
+    }
     while ((rc = vt__event_stream_next(x->es, &e)) == 1) {
         uint32_t ev = (uint32_t)i++;
+        vt__viz_pools_event(r, ev, &e);
         if (r->axis_of[ev] != NONE) {
             uint64_t q = rel(r, e.time_ns) / x->cols.tq;
             scol_put(&x->ev_dt, q > x->prevq ? q - x->prevq : 0);
@@ -956,6 +961,7 @@ int vt__viz_render_stream(FILE *out, const vt__snapshot_data *s, vt__event_strea
         goto fail;
     }
     put_columns(&x, npoints);
+    vt__viz_pools_write(r, &x.cols);
     rc = vt__viz_finish_page(out, r, &x.cols, npoints, stats, err, errlen);
     free(npoints);
     vt__buf_free(&blob);

@@ -276,6 +276,26 @@
       devCurves.push({ pos, val });
     }
   })();
+  // Of them, CUDA graphs' private pools' (format 1.14), the same way; none
+  // without a pool (no section).
+  const devPools = [];
+  if (sections.pools) {
+    let total = 0;
+    for (const d of meta.devices) total += d.npools || 0;
+    const tmp = new Float64Array(2 * total);
+    varints('pools', 2 * total, tmp);
+    let p = 0;
+    for (const d of meta.devices) {
+      const n = d.npools || 0, pos = new Int32Array(n), val = new Float64Array(n);
+      let ax = 0;
+      for (let k = 0; k < n; k++) {
+        ax += tmp[p++];
+        pos[k] = ax - 1;
+        val[k] = tmp[p++];
+      }
+      devPools.push({ pos, val });
+    }
+  }
 
   // Findings: mark the part of each band after its last use. A call-site
   // finding (`ls`) covers several allocations, each from its own moment.

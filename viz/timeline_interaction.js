@@ -258,6 +258,7 @@
     const a = allocAt(s), r = resvAt(s);
     showTip(ev, '<b>' + (s < 0 ? 'start' : fmtTime(evT[s])) + '</b>\nreserved ' + fmtBytes(r) +
       (replayCurve && s <= replayEnd ? '\nreplayed reserved ' + fmtBytes(replayAt(s)) : '') +
+      (poolAt(s) > 0 ? '\nof it, CUDA graphs\' pools ' + fmtBytes(poolAt(s)) + ' (kept for their replays)' : '') +
       '\nallocated ' + fmtBytes(a) +
       '\nunused in cache ' + fmtBytes(Math.max(0, r - a)) + (r > 0 ? ' (' + (100 * Math.max(0, r - a) / r).toFixed(1) + '%)' : ''));
   });

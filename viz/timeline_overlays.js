@@ -299,6 +299,13 @@
       ctx.fillRect(L + c, T + PH - ya, 1, ya);
       ctx.fillStyle = '#f0b35a';
       ctx.fillRect(L + c, T + PH - yr, 1, yr - ya);
+      // CUDA graphs' pools: the top of the reserved bytes, in violet (their
+      // free bytes are kept for the graphs' replays, not the cache's)
+      const yp = Math.min(ys * poolAt(s), yr);
+      if (yp > 0) {
+        ctx.fillStyle = 'rgba(120, 60, 220, 0.6)';
+        ctx.fillRect(L + c, T + PH - yr, 1, yp);
+      }
     }
     drawAxes(ctx, L, T, PW, PH, 0, ymax, dpr);
     segPlot = { L, T, PW, PH, st };

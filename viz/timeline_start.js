@@ -82,6 +82,7 @@
   }
   if (tapePeaks.length) for (const el of document.querySelectorAll('.tape-legend')) el.hidden = false;
   if (pauses.length) for (const el of document.querySelectorAll('.pause-legend')) el.hidden = false;
+  if (poolCurve) for (const el of document.querySelectorAll('.pool-legend')) el.hidden = false;
 
   dpr = window.devicePixelRatio || 1;
   resetView();

@@ -22,6 +22,9 @@
   const use = new Uint8Array(nL);   // lifetime passes the device filter
   let allocCurve = new Float64Array(nE);
   let resvCurve = new Float64Array(nE);
+  // CUDA graphs' pools' reserved bytes (within resvCurve), null without pools
+  const poolCurve = devPools.length ? new Float64Array(nE) : null;
+  let initPool = 0;
   let initAlloc = 0, initResv = 0;
   let peakState = -1, peakAlloc = 0, peakResv = 0;
 
@@ -64,6 +67,21 @@
     peakAlloc = best;
     peakResv = initResv;
     for (let e = 0; e < nE; e++) { v += r[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
+    if (poolCurve) {
+      poolCurve.fill(0);
+      initPool = 0;
+      devPools.forEach((c, i) => {
+        if (view.device >= 0 && view.device !== i) return;
+        let prev = 0;
+        for (let k = 0; k < c.pos.length; k++) {
+          if (c.pos[k] < 0) initPool += c.val[k] - prev;
+          else poolCurve[c.pos[k]] += c.val[k] - prev;
+          prev = c.val[k];
+        }
+      });
+      v = initPool;
+      for (let e = 0; e < nE; e++) { v += poolCurve[e]; poolCurve[e] = v; }
+    }
     applyReplay();
     checkpointsLater();
   }
@@ -107,6 +125,7 @@
   const replayAt = (s) => (s < 0 ? initReplay : replayCurve[s]);
   const allocAt = (s) => (s < 0 ? initAlloc : allocCurve[s]);
   const resvAt = (s) => (s < 0 ? initResv : resvCurve[s]);
+  const poolAt = (s) => (!poolCurve ? 0 : s < 0 ? initPool : poolCurve[s]);
   const timeAt = (s) => (s < 0 ? 0 : evT[s]);
 
   /* Level of detail. Precomputed once: each allocation's call site clamped

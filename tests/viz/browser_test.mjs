@@ -706,6 +706,23 @@ const tests = {
     });
   },
   async oom_is_marked_and_explained() {
+    // the segments plot draws a CUDA graph's pool within the reserved bytes
+    // (violet) and its tooltip says how much of them it is
+    async function graphPoolsInTheSegmentsPlot(page) {
+      const box = await page.evaluate(() => { const r = document.getElementById('seg').getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; });
+      const tip = await hoverTip(page, box.x + box.w * 0.9, box.y + box.h * 0.5);
+      check(tip.includes("of it, CUDA graphs' pools 64.0 MiB"), 'the segments tooltip: ' + tip);
+      const violet = await page.evaluate(() => {
+        const cv = document.getElementById('seg');
+        const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i + 2] > d[i + 1] + 40 && d[i] > d[i + 1] + 10) n++;
+        return n;
+      });
+      check(violet > 20, 'no violet pool band in the segments plot: ' + violet + ' pixels');
+      check(await page.evaluate(() => !document.querySelector('.pool-legend').hidden), 'no legend for the pools');
+      await shot(page, 'graph_pools');
+    }
     // a run that ran out of memory: the OOM is a red line on the timeline
     // and the panel says what `vramtrace oom` says, fixes verified by replay
     const snap = join(artifacts, 'oom.vtsnap');
@@ -773,10 +790,17 @@ const tests = {
         check(text.includes(want), 'the panel lacks "' + want + '": ' + text);
       }
       check(!text.includes('not verified') && !text.includes('no fix is verified'), text);
+      await graphPoolsInTheSegmentsPlot(page);
     });
-    // a page without an OOM has no panel
+    // the same pool on a page without an OOM (the streamed render's)
+    const poolSnap = join(artifacts, 'graph.vtsnap'), poolHtml = join(artifacts, 'graph.html');
+    execFileSync(process.env.VT_GEN, ['graph', poolSnap], { stdio: 'pipe' });
+    viz(poolSnap, poolHtml);
+    await withPage(poolHtml, graphPoolsInTheSegmentsPlot);
+    // a page without an OOM has no panel (nor a pool's legend: no pool)
     const plain = makePage('oom_none', false);
     await withPage(plain, async (page) => {
+      check(await page.evaluate(() => document.querySelector('.pool-legend').hidden), 'a pool legend without a pool');
       check(await page.evaluate(() => window.__vt.oom === null && document.getElementById('oom-panel').hidden),
         'a run without an OOM shows one');
     });

@@ -33,7 +33,7 @@
  *   gen_snapshot oom_graph OUT.vtsnap
  *       PyTorch observed on a 256 MiB device: a CUDA graph's private pool
  *       keeps 64 MiB (32 MiB of it a free segment) when 176 MiB is asked:
- *       deleting the graph is the fix.
+ *       deleting the graph is the fix. `graph`: the same without the OOM.
  *   gen_snapshot run OUT.vtsnap [LOGITS_BYTES]
  *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
  *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
@@ -641,7 +641,7 @@ static void generate_edge(const char *kind)
         o->stack = st_big;
         o->aux = 256 * MiB - res;   /* the device's free bytes */
         o->aux2 = res;              /* reserved by the cache */
-    } else if (!strcmp(kind, "oom_graph")) {
+    } else if (!strcmp(kind, "oom_graph") || !strcmp(kind, "graph")) {
         /* PyTorch observed on a 256 MiB device: a 32 MiB tensor in its
          * default pool, a step captured in a CUDA graph whose private pool
          * (SEGMENT_ALLOC aux2, format 1.14) keeps two 32 MiB segments, one
@@ -663,6 +663,8 @@ static void generate_edge(const char *kind)
             S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;
         }
         release(base + 2 * seg, seg, st_cap, 0);   /* the capture's intermediate */
+        if (!strcmp(kind, "graph"))
+            goto done;   /* no OOM: a page the streamed render writes */
         vt__event *o = ev(VT_EV_OOM);
         o->req_size = o->size = 176 * MiB;
         o->addr = VT_OOM_FRAMEWORK;     /* PyTorch's own request */
@@ -783,6 +785,7 @@ static void generate_edge(const char *kind)
                 release(a, (uint64_t)(i + 1) * MiB, STACK("main", "drop"), 0);
         }
     }
+done:
     S->meta.snapshot_time_ns = now_ns + 1000000;
     S->meta.events_recorded = S->nevents;
 }
@@ -790,7 +793,7 @@ static void generate_edge(const char *kind)
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "oom_leak", "oom_graph", "run",
+                                         "python", "oom", "oom_leak", "oom_graph", "graph", "run",
                                          "observed",
                                          "by_hand", "paused" };
     int known = 0;
@@ -798,7 +801,7 @@ int main(int argc, char **argv)
         known |= !strcmp(argv[1], kinds[i]);
     if (!known) {
         fprintf(stderr, "usage: gen_snapshot small OUT | gen_snapshot big OUT NEVENTS | gen_snapshot many OUT\n"
-                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|oom_graph|observed|by_hand|paused OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
+                        "       gen_snapshot empty|one|marks|huge|python|oom|oom_leak|oom_graph|graph|observed|by_hand|paused OUT | gen_snapshot run OUT [LOGITS_BYTES]\n");
         return 2;
     }
     int big = !strcmp(argv[1], "big");
