@@ -50,40 +50,32 @@
       allocCurve[e] = v;
       if (v > best) { best = v; peakState = e; }
     }
-    const r = resvCurve;
-    r.fill(0);
-    initResv = 0;
-    meta.devices.forEach((dev, i) => {
+    initResv = stepsCurve(devCurves, resvCurve);
+    peakAlloc = best;
+    peakResv = initResv;
+    for (let e = 0; e < nE; e++) if (resvCurve[e] > peakResv) peakResv = resvCurve[e];
+    if (poolCurve) initPool = stepsCurve(devPools, poolCurve);
+    applyReplay();
+    checkpointsLater();
+  }
+  // Per-device steps (axis position, bytes; -1: before the first event) of
+  // the devices in view, summed into out (bytes after each axis event):
+  // @return the bytes before the first event.
+  function stepsCurve(devs, out) {
+    out.fill(0);
+    let init = 0;
+    devs.forEach((c, i) => {
       if (view.device >= 0 && view.device !== i) return;
-      const c = devCurves[i];
       let prev = 0;
       for (let k = 0; k < c.pos.length; k++) {
-        if (c.pos[k] < 0) initResv += c.val[k] - prev;
-        else r[c.pos[k]] += c.val[k] - prev;
+        if (c.pos[k] < 0) init += c.val[k] - prev;
+        else out[c.pos[k]] += c.val[k] - prev;
         prev = c.val[k];
       }
     });
-    v = initResv;
-    peakAlloc = best;
-    peakResv = initResv;
-    for (let e = 0; e < nE; e++) { v += r[e]; resvCurve[e] = v; if (v > peakResv) peakResv = v; }
-    if (poolCurve) {
-      poolCurve.fill(0);
-      initPool = 0;
-      devPools.forEach((c, i) => {
-        if (view.device >= 0 && view.device !== i) return;
-        let prev = 0;
-        for (let k = 0; k < c.pos.length; k++) {
-          if (c.pos[k] < 0) initPool += c.val[k] - prev;
-          else poolCurve[c.pos[k]] += c.val[k] - prev;
-          prev = c.val[k];
-        }
-      });
-      v = initPool;
-      for (let e = 0; e < nE; e++) { v += poolCurve[e]; poolCurve[e] = v; }
-    }
-    applyReplay();
-    checkpointsLater();
+    let v = init;
+    for (let e = 0; e < nE; e++) { v += out[e]; out[e] = v; }
+    return init;
   }
   // A replay's reserved bytes (vramtrace viz --replay), drawn over the
   // recorded ones: steps (device index, axis position, bytes).

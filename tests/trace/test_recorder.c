@@ -31,6 +31,21 @@ static vt__snapshot_data *build(void)
     return s;
 }
 
+/* s written to a file and read back. */
+static vt__snapshot_data *through_a_file(const vt__snapshot_data *s)
+{
+    char path[] = "/tmp/vt-recorder-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    char err[256];
+    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r = NULL;
+    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+    return r;
+}
+
 /* max_events:1024 */
 TEST(ring_overflow_keeps_the_newest_n_in_order)
 {
@@ -739,17 +754,9 @@ TEST(observed_pool_state_lists_what_the_ring_overwrote)
     ASSERT_EQ(f[3]->addr, ex + 0x600000);
     ASSERT_EQ(f[3]->size, 0x200000);
     /* the file holds it, and reads back the same */
-    char path[] = "/tmp/vt-pool-state-XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT(fd >= 0);
-    close(fd);
-    char err[256];
-    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt__snapshot_data *r = NULL;
-    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
+    vt__snapshot_data *r = through_a_file(s);
     ASSERT_EQ(r->nsegments, s->nsegments);
     ASSERT_EQ(r->nblocks, s->nblocks);
-    unlink(path);
     vt__snapshot_free(r);
     vt__snapshot_free(s);
 }
@@ -788,15 +795,7 @@ TEST(a_private_pools_segments_keep_their_pool_in_the_event_and_the_state)
     ASSERT_EQ(f[0]->private_pool, 0);
     ASSERT_EQ(f[1]->addr, graph);
     ASSERT_EQ(f[1]->private_pool, 6);
-    char path[] = "/tmp/vt-pool-private-XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT(fd >= 0);
-    close(fd);
-    char err[256];
-    ASSERT_MSG(vt__snapfile_write(s, path, err, sizeof err) == 0, "%s", err);
-    vt__snapshot_data *r = NULL;
-    ASSERT_MSG(vt__snapfile_read(path, &r, err, sizeof err) == 0, "%s", err);
-    unlink(path);
+    vt__snapshot_data *r = through_a_file(s);
     size_t n6 = 0;
     for (size_t i = 0; i < r->nsegments; i++)
         n6 += r->segments[i].private_pool == 6 && r->segments[i].addr == graph;
