@@ -270,10 +270,14 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
                                    " alive\n"
                                  : " and was caught\n", f);
     }
-    fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces smaller "
-               "than the request\n", vt__fmt_bytes(r->allocated, b1),
-            vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
-            vt__fmt_bytes(r->free_smaller, b4));
+    if (r->cache_free)
+        fprintf(f, "  %s allocated of %s reserved; %s free in the cache, %s of it in pieces "
+                   "smaller than the request\n", vt__fmt_bytes(r->allocated, b1),
+                vt__fmt_bytes(r->reserved, b2), vt__fmt_bytes(r->cache_free, b3),
+                vt__fmt_bytes(r->free_smaller, b4));
+    else   /* (a CUDA graph's pool's free bytes are its own: said below) */
+        fprintf(f, "  %s allocated of %s reserved; nothing free in the cache\n",
+                vt__fmt_bytes(r->allocated, b1), vt__fmt_bytes(r->reserved, b2));
     if (!r->library && !r->fit_where_served && r->fit_elsewhere)
         fprintf(f, "  none of the pieces big enough (%s) is on the stream that asked, in its pool:"
                    " a cached piece serves only the stream and pool it was made for\n",

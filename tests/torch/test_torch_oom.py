@@ -457,15 +457,15 @@ def test_a_librarys_own_allocation_beside_pytorchs_full_cache_is_said_to_be_outs
     assert oom_json(snap)["request"]["library"] is False
 
 
-def graph_pool_oom(tmp_path, mode: str, capture: str, said: str) -> Tuple[str, int, dict]:
+def graph_pool_oom(tmp_path, mode: str, capture: str, said: str) -> Tuple[str, int, dict, str]:
     """oom_prog.py MODE's OOM beside a CUDA graph's pool: run's end must say
     ``said`` of the pool, captured at the line of _MODE that reads
-    ``capture``; (the snapshot, that line, oom's JSON)."""
+    ``capture``; (the snapshot, that line, oom's JSON, the run's stderr)."""
     snap, err = recorded_oom(tmp_path, mode)
     line = line_in(PROG, capture)
     assert re.search(re.escape(said) + rf" \(captured at _{mode} \S*oom_prog\.py:{line}\b",
                      err), err[-3000:]
-    return snap, line, oom_json(snap)
+    return snap, line, oom_json(snap), err
 
 
 def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verified_fix(tmp_path):
@@ -481,14 +481,15 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     pool and the capture's line, the replay runs out as the program did, and
     deleting the graph is the verified fix: the program with `del graph`
     runs to the end."""
-    snap, line, j = graph_pool_oom(tmp_path, "graph", "y = (x * 2).sin() + x",
-                                   "64 MiB is held by a CUDA graph's private pool")
+    snap, line, j, err = graph_pool_oom(tmp_path, "graph", "y = (x * 2).sin() + x",
+                                        "64 MiB is held by a CUDA graph's private pool")
     pools = j["device"]["graph_pools"]
     assert pools["reserved"] == 64 * MIB and pools["free"] == 32 * MIB, pools
     assert pools["free_segments"] == 32 * MIB and pools["pools"] == 1, pools
     assert re.match(rf"_graph \S*oom_prog\.py:{line}\b", pools["line"]), pools
     # the pool's free segment is not free in the cache
     assert j["device"]["cache_free"] == 0, j["device"]
+    assert "64 MiB allocated of 96 MiB reserved; nothing free in the cache\n" in err, err[-3000:]
     # summary's reserved-but-unallocated says how much of it is the graph's
     rc, out, _ = run([CLI, "summary", snap])
     assert rc == 0 and "  CUDA graph pools: 64 MiB of the reserved now, 32 MiB of it free" in out, out
@@ -523,7 +524,7 @@ def test_torch_compiles_cuda_graphs_pool_is_said_to_be_its_and_a_reset_is_the_ve
     capture's stack), at the program's line that called the compiled model,
     and torch._dynamo.reset() is the verified fix, not deleting a graph the
     program never held; applied, the program runs to the end."""
-    _, _, j = graph_pool_oom(tmp_path, "compiled_graphs", "out = step(x)",
+    _, _, j, _ = graph_pool_oom(tmp_path, "compiled_graphs", "out = step(x)",
                              "MiB is held by torch.compile's CUDA graphs in their private pool")
     pools = j["device"]["graph_pools"]
     assert pools["compiled"] is True and pools["free"] == pools["reserved"] > 0, pools
