@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bsearch.h"
 #include "commands.h"
+#include "oom_explain.h"
 #include "report_util.h"
 
 #define TOP_SITES 10
@@ -223,51 +223,18 @@ static void passthrough_kinds(const vt__timeline *tl)
     }
 }
 
-/* The CUDA graphs' private pools alive at the end of device `dev` (format
- * 1.14): their free bytes are reserved but unallocated, yet no request but
- * a capture's uses them, and PyTorch keeps them until the graphs are gone. */
-typedef struct span_at { uint64_t addr, end; } span_at;
-
-static int cmp_span_at(const void *a, const void *b)
+/* The CUDA graphs' private pools at the end of device `dev` (format 1.14):
+ * their free bytes are reserved but unallocated, yet no request but a
+ * capture's uses them, and PyTorch keeps them until the graphs are gone. */
+static void graph_pools_now(const vt__snapshot_data *s, const vt__timeline *tl, int dev)
 {
-    const span_at *x = a, *y = b;
-    return (x->addr > y->addr) - (x->addr < y->addr);
-}
-
-static void graph_pools_now(const vt__timeline *tl, int dev)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < tl->nsegments; i++) {
-        const vt__segment_span *g = &tl->segments[i];
-        n += g->device == dev && g->private_pool && g->free_event == VT_TL_NONE;
-    }
-    span_at *segs = n ? malloc(n * sizeof *segs) : NULL;
-    if (!segs)
+    vt__graph_pools p;
+    if (!tl->nevents || vt__oom_graph_pools(s, tl, dev, tl->nevents - 1, &p) || !p.reserved)
         return;   /* none (or no memory for the line: it is left out) */
-    uint64_t reserved = 0, used = 0;
-    n = 0;
-    for (size_t i = 0; i < tl->nsegments; i++) {
-        const vt__segment_span *g = &tl->segments[i];
-        if (g->device == dev && g->private_pool && g->free_event == VT_TL_NONE) {
-            segs[n++] = (span_at){ g->addr, g->addr + g->size };
-            reserved += g->size;
-        }
-    }
-    qsort(segs, n, sizeof *segs, cmp_span_at);
-    for (size_t k = 0; k < tl->nlifetimes; k++) {
-        const vt__lifetime *l = &tl->lifetimes[k];
-        if (l->device != dev || !(l->flags & VT_LT_ALIVE))
-            continue;
-        size_t lo;   /* the first segment starting above it */
-        VT__PARTITION_POINT(n, i, segs[i].addr <= l->addr, lo);
-        if (lo && l->addr < segs[lo - 1].end)
-            used += l->size;
-    }
-    free(segs);
     char b1[32], b2[32];
     printf("  CUDA graph pools: %s of the reserved now, %s of it free: kept for the graphs' "
            "replays, no other request's (given back once the graphs are deleted)\n",
-           vt__fmt_bytes(reserved, b1), vt__fmt_bytes(reserved > used ? reserved - used : 0, b2));
+           vt__fmt_bytes(p.reserved, b1), vt__fmt_bytes(p.free, b2));
 }
 
 static void print_summary(const char *path, const vt__snapshot_data *s, const vt__timeline *tl)
@@ -379,7 +346,7 @@ static void print_summary(const char *path, const vt__snapshot_data *s, const vt
         printf("  fragmentation: %s reserved but unallocated at the allocated peak (%.1f%%), "
                "%s now (%.1f%%)\n", vt__fmt_bytes(fp, b1), pct(fp, pa->reserved),
                vt__fmt_bytes(fe, b2), pct(fe, d->final_reserved));
-        graph_pools_now(tl, d->device);
+        graph_pools_now(s, tl, d->device);
         top_sites(s, tl, d);
     }
 }

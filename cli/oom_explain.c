@@ -61,6 +61,7 @@ typedef struct seg_at {
     uint64_t addr, size, stream;
     uint64_t private_pool;     /* vt__segment_span's */
     uint8_t pool, outside, framework;
+    uint8_t used;              /* a block occupies it (vt__oom_graph_pools) */
     int8_t device;
 } seg_at;
 
@@ -120,47 +121,6 @@ static int add_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
     return 0;
 }
 
-/* A free piece of segment g: the cache's, or a private pool's (a CUDA
- * graph's: kept for what is captured into it, no other request's). */
-static int free_piece(vt__oom_report *r, const seg_at *g, uint64_t bytes)
-{
-    if (!g->private_pool)
-        return add_piece(r, g, bytes);
-    r->private_free += bytes;
-    return 0;
-}
-
-/* Was the capture of stack `id` torch.compile's (a frame of its cudagraph
- * trees, torch/_inductor/cudagraph_trees.py), not the program's own
- * torch.cuda.graph? Its pool is then the trees', released by
- * torch._dynamo.reset(), not by deleting a graph the program holds. */
-static bool captured_by_compile(const vt__snapshot_data *s, uint32_t id)
-{
-    static const char trees[] = "torch/_inductor/cudagraph_trees.py";
-    const vt__frame *fr[256];
-    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
-    for (size_t i = 0; i < n && i < 256; i++) {
-        const char *file = vt__snapshot_string(s, fr[i]->file);
-        size_t len = strlen(file);
-        if (len >= sizeof trees - 1 && !strcmp(file + len - (sizeof trees - 1), trees))
-            return true;
-    }
-    return false;
-}
-
-/* Has a segment of private pool `id` been counted? (the pools seen so far,
- * a few: their first segments' ids in r->private_ids) */
-static bool private_seen(vt__oom_report *r, uint64_t id)
-{
-    for (size_t i = 0; i < r->private_pools && i < VT__OOM_PRIVATE_IDS; i++)
-        if (r->private_ids[i] == id)
-            return true;
-    if (r->private_pools >= VT__OOM_PRIVATE_IDS)
-        return true;   /* no more told apart */
-    r->private_ids[r->private_pools] = id;
-    return false;
-}
-
 static int cmp_group(const void *a, const void *b)
 {
     const vt__oom_free_group *x = a, *y = b;
@@ -191,13 +151,6 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
         segs[nseg++] = (seg_at){ .addr = g->addr, .size = g->size, .stream = stream,
                                  .private_pool = g->private_pool, .pool = g->pool,
                                  .device = g->device };
-        if (g->private_pool && !private_seen(r, g->private_pool)) {
-            r->private_pools++;
-            if (g->alloc_event != VT_TL_NONE && !r->private_stack) {
-                r->private_stack = s->events[g->alloc_event].stack;
-                r->private_compiled = captured_by_compile(s, r->private_stack);
-            }
-        }
     }
     qsort(segs, nseg, sizeof *segs, cmp_seg);
     occ = malloc((tl->nlifetimes ? tl->nlifetimes : 1) * sizeof *occ);
@@ -214,12 +167,6 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
             continue;
         long g = find_seg(segs, nseg, l->addr);
         bool outside = observed && (l->flags & VT_LT_OUTSIDE_POOL);
-        if (g >= 0 && segs[g].private_pool && !r->private_stack && l->alloc_stack) {
-            /* the pool's segments came from the state (the ring overwrote
-             * the capture's events): a block of it says where it was made */
-            r->private_stack = l->alloc_stack;
-            r->private_compiled = captured_by_compile(s, r->private_stack);
-        }
         if (g >= 0) {
             if (outside)
                 segs[g].outside = 1;
@@ -252,22 +199,19 @@ static int device_state(const vt__snapshot_data *s, const vt__timeline *tl, vt__
             r->outside_reserved += g->size;
         else
             r->reserved += g->size;
-        if (g->private_pool)
-            r->private_reserved += g->size;
+        /* a CUDA graph's pool's free bytes are its own, no other request's
+         * (vt__oom_graph_pools counts them) */
+        bool cache = !lib && !g->private_pool;
         while (o < nocc && occ[o].end <= g->addr)
             o++;
-        bool used = false;
         for (; o < nocc && occ[o].addr < end; o++) {
-            used = true;
-            if (!lib && occ[o].addr > at && free_piece(r, g, occ[o].addr - at))
+            if (cache && occ[o].addr > at && add_piece(r, g, occ[o].addr - at))
                 goto out;
             if (occ[o].end > at)
                 at = occ[o].end;
         }
-        if (!lib && end > at && free_piece(r, g, end - at))
+        if (cache && end > at && add_piece(r, g, end - at))
             goto out;
-        if (g->private_pool && !used)
-            r->private_whole += g->size;
     }
     qsort(r->groups, r->ngroups, sizeof *r->groups, cmp_group);
     for (size_t i = 0; i < tl->npassthrough; i++) {
@@ -282,6 +226,78 @@ out:
     free(segs);
     free(occ);
     return rc;
+}
+
+/* ---- CUDA graphs' private pools ----------------------------------------- */
+
+/* Was the capture of stack `id` torch.compile's (a frame of its cudagraph
+ * trees), not the program's own torch.cuda.graph? Its pool is then the
+ * trees', released by torch._dynamo.reset(), not by deleting a graph the
+ * program holds. */
+static bool captured_by_compile(const vt__snapshot_data *s, uint32_t id)
+{
+    const vt__frame *fr[256];
+    size_t n = vt__snapshot_stack_frames(s, id, fr, 256);
+    for (size_t i = 0; i < n && i < 256; i++)
+        if (vt__source_is_cudagraph_trees(vt__snapshot_string(s, fr[i]->file)))
+            return true;
+    return false;
+}
+
+
+int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int device, size_t k,
+                        vt__graph_pools *out)
+{
+    *out = (vt__graph_pools){ 0 };
+    size_t n = 0;
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt__segment_span *g = &tl->segments[i];
+        n += g->private_pool && g->device == device && segment_alive(g, k);
+    }
+    if (!n)
+        return 0;
+    seg_at *segs = malloc(n * sizeof *segs);
+    if (!segs)
+        return -ENOMEM;
+    uint64_t ids[VT__OOM_PRIVATE_IDS];
+    n = 0;
+    for (size_t i = 0; i < tl->nsegments; i++) {
+        const vt__segment_span *g = &tl->segments[i];
+        if (!g->private_pool || g->device != device || !segment_alive(g, k))
+            continue;
+        segs[n++] = (seg_at){ .addr = g->addr, .size = g->size, .private_pool = g->private_pool,
+                              .device = g->device };
+        out->reserved += g->size;
+        size_t p = 0;   /* a pool not seen yet is counted (up to VT__OOM_PRIVATE_IDS) */
+        while (p < out->pools && ids[p] != g->private_pool)
+            p++;
+        if (p == out->pools && p < VT__OOM_PRIVATE_IDS)
+            ids[out->pools++] = g->private_pool;
+        /* where the capture ran: its segment's stack (a whole snapshot's events) */
+        if (!out->stack && g->alloc_event != VT_TL_NONE && s->events)
+            out->stack = s->events[g->alloc_event].stack;
+    }
+    qsort(segs, n, sizeof *segs, cmp_seg);
+    uint64_t occupied = 0;
+    for (size_t i = 0; i < tl->nlifetimes; i++) {
+        const vt__lifetime *l = &tl->lifetimes[i];
+        if (l->device != device || !occupies(l, k))
+            continue;
+        long g = find_seg(segs, n, l->addr);
+        if (g < 0)
+            continue;
+        segs[g].used = 1;
+        occupied += l->size;
+        if (!out->stack)   /* the ring overwrote the capture's events: a block of it */
+            out->stack = l->alloc_stack;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!segs[i].used)
+            out->whole += segs[i].size;
+    free(segs);
+    out->free = out->reserved > occupied ? out->reserved - occupied : 0;
+    out->compiled = out->stack && captured_by_compile(s, out->stack);
+    return 0;
 }
 
 /* ---- what was alive, by line ------------------------------------------- */
@@ -644,23 +660,23 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                  " to the device)", vt__fmt_bytes(r->cache_free, b1));
         opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1 };
     }
-    if (r->private_whole && !r->library) {
+    if (r->pools.whole && !r->library) {
         /* a CUDA graph's pool is PyTorch's to give back only once the graph
          * is gone: then the retry inside the failed request releases it */
         char b1[32];
         cand[n] = (vt__oom_fix){ .kind = VT__OOM_FIX_GRAPHS_DELETED,
-                                 .storage_bytes = r->private_whole };
-        if (r->private_compiled)
+                                 .storage_bytes = r->pools.whole };
+        if (r->pools.compiled)
             snprintf(cand[n].conf, sizeof cand[0].conf,
                      "torch._dynamo.reset() before it (torch.compile's CUDA graphs released: %s "
                      "of their pool, in wholly free segments, given back at the retry)",
-                     vt__fmt_bytes(r->private_whole, b1));
+                     vt__fmt_bytes(r->pools.whole, b1));
         else
             snprintf(cand[n].conf, sizeof cand[0].conf,
                      "delete the CUDA graph%s before it (%s of %s pool%s, in wholly free "
-                     "segments, given back at the retry)", r->private_pools == 1 ? "" : "s",
-                     vt__fmt_bytes(r->private_whole, b1),
-                     r->private_pools == 1 ? "its" : "their", r->private_pools == 1 ? "" : "s");
+                     "segments, given back at the retry)", r->pools.pools == 1 ? "" : "s",
+                     vt__fmt_bytes(r->pools.whole, b1),
+                     r->pools.pools == 1 ? "its" : "their", r->pools.pools == 1 ? "" : "s");
         opts[n++] = (vt__replay_options){ .capacity = cap, .graphs_deleted_at = r->event + 1 };
     }
     if (nh) {
@@ -878,6 +894,8 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     r->total = di ? di->total_bytes : 0;
 
     int rc = device_state(s, tl, r);
+    if (rc == 0)
+        rc = vt__oom_graph_pools(s, tl, r->device, r->event, &r->pools);
     if (rc)
         goto fail;
     uint64_t held = r->reserved + r->outside_reserved + r->passthrough;

@@ -72,6 +72,18 @@ typedef struct vt__oom_site {
 
 #define VT__OOM_PRIVATE_IDS 16   /* private pools told apart at an OOM */
 
+/* What CUDA graphs' private pools (format 1.14) hold on a device right after
+ * an event: vt__oom_graph_pools. */
+typedef struct vt__graph_pools {
+    uint64_t reserved;         /* their segments */
+    uint64_t free;             /* of it, what no block occupies */
+    uint64_t whole;            /* in segments wholly free: what deleting the graphs gives back */
+    size_t pools;              /* how many (told apart up to VT__OOM_PRIVATE_IDS) */
+    uint32_t stack;            /* where the first was captured: its segment's stack (a
+                                  whole snapshot's), else a block's alive in it; 0: none */
+    bool compiled;             /* that capture was torch.compile's (its cudagraph trees) */
+} vt__graph_pools;
+
 enum vt__oom_fix_kind {
     VT__OOM_FIX_SETTING = 0,   /* an allocator setting (conf: its key:value) */
     VT__OOM_FIX_FREE_FLAGGED,  /* the flagged storages freed at their last use */
@@ -140,14 +152,9 @@ typedef struct vt__oom_report {
     uint64_t fit_where_served, fit_elsewhere;
     vt__oom_free_group *groups;
     size_t ngroups;
-    /* CUDA graphs' private pools (format 1.14): part of reserved; their free
-     * bytes are not in cache_free (no request outside the pool uses them) */
-    uint64_t private_reserved, private_free;
-    uint64_t private_whole;    /* in segments wholly free: what deleting the graphs gives back */
-    size_t private_pools;      /* how many pools (told apart up to VT__OOM_PRIVATE_IDS) */
-    uint64_t private_ids[VT__OOM_PRIVATE_IDS];
-    uint32_t private_stack;    /* the first of their segments' stack (the capture's line) */
-    bool private_compiled;     /* that capture was torch.compile's (its cudagraph trees) */
+    /* CUDA graphs' private pools: part of reserved; their free bytes are
+     * not in cache_free (no request outside the pool uses them) */
+    vt__graph_pools pools;
     uint64_t outside_reserved; /* a library's own allocations next to an observed
                                   framework allocator (their segments) */
     uint64_t outside_allocated;
@@ -196,6 +203,12 @@ typedef struct vt__oom_options {
  * as it did (replay options.caught_before). @return 0 and *out
  * (vt__oom_free), -ENOENT when the recording has no OOM, -ERANGE when it has
  * fewer than options.which, -ENOMEM; a one-line message in err. */
+/* CUDA graphs' private pools on `device` right after event k of tl (s: a
+ * whole snapshot, or a streamed one's sections: the capture's line is then a
+ * block's). @return 0 or -ENOMEM. */
+int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int device, size_t k,
+                        vt__graph_pools *out);
+
 int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen);
 

@@ -197,28 +197,28 @@ static void library_text(FILE *f, const vt__snapshot_data *s, const vt__oom_repo
             indent, vt__fmt_bytes(r->cache_free, b1), indent);
 }
 
-/* The memory of CUDA graphs' private pools (r->private_reserved): whose it
+/* The memory of CUDA graphs' private pools (r->pools.reserved): whose it
  * is, and why the request could not use its free bytes. */
 static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r,
                              const char *indent)
 {
     char b1[32];
-    if (r->private_compiled)
+    if (r->pools.compiled)
         fprintf(f, "%s%s is held by torch.compile's CUDA graphs in their private pool%s", indent,
-                vt__fmt_bytes(r->private_reserved, b1), r->private_pools == 1 ? "" : "s");
+                vt__fmt_bytes(r->pools.reserved, b1), r->pools.pools == 1 ? "" : "s");
     else
         fprintf(f, "%s%s is held by %s CUDA graph%s private pool%s", indent,
-                vt__fmt_bytes(r->private_reserved, b1),
-                r->private_pools == 1 ? "a" : "the", r->private_pools == 1 ? "'s" : "s'",
-                r->private_pools == 1 ? "" : "s");
-    if (r->private_stack) {
+                vt__fmt_bytes(r->pools.reserved, b1),
+                r->pools.pools == 1 ? "a" : "the", r->pools.pools == 1 ? "'s" : "s'",
+                r->pools.pools == 1 ? "" : "s");
+    if (r->pools.stack) {
         fputs(" (captured at ", f);
-        site_text(f, s, vt__oom_site_frame(s, r->private_stack));
+        site_text(f, s, vt__oom_site_frame(s, r->pools.stack));
         fputc(')', f);
     }
     fprintf(f, ":\n%sPyTorch serves from it only what is captured into it, and gives it back only"
                " once %s\n", indent,
-            r->private_compiled ? "the graphs are released (torch._dynamo.reset())"
+            r->pools.compiled ? "the graphs are released (torch._dynamo.reset())"
                                 : "the graph is deleted");
 }
 
@@ -282,7 +282,7 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
         fprintf(f, "  none of the pieces big enough (%s) is on the stream that asked, in its pool:"
                    " a cached piece serves only the stream and pool it was made for\n",
                 vt__fmt_bytes(r->fit_elsewhere, b1));
-    if (r->private_reserved)
+    if (r->pools.reserved)
         graph_pools_text(f, s, r, "  ");
     const vt__oom_site *piled = piled_up_site(r);
     if (piled)
@@ -364,10 +364,10 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
                        "the other pool\n", pool_name(r->pool), r->stream,
                     vt__fmt_bytes(r->size, b1), vt__fmt_bytes(r->fit_elsewhere, b2));
     }
-    if (r->private_reserved) {
+    if (r->pools.reserved) {
         fprintf(f, "  CUDA graph pools       %s of the reserved, %s of it free (%s in wholly free "
-                   "segments)\n", vt__fmt_bytes(r->private_reserved, b1),
-                vt__fmt_bytes(r->private_free, b2), vt__fmt_bytes(r->private_whole, b3));
+                   "segments)\n", vt__fmt_bytes(r->pools.reserved, b1),
+                vt__fmt_bytes(r->pools.free, b2), vt__fmt_bytes(r->pools.whole, b3));
         graph_pools_text(f, s, r, "    ");
     }
     if (r->outside_reserved || r->passthrough || r->other) {
@@ -568,9 +568,9 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                 r->groups[i].pieces, r->groups[i].largest);
     fprintf(f, "], \"graph_pools\": {\"reserved\": %" PRIu64 ", \"free\": %" PRIu64
                ", \"free_segments\": %" PRIu64 ", \"pools\": %zu, \"compiled\": %s, \"line\": ",
-            r->private_reserved, r->private_free, r->private_whole, r->private_pools,
-            r->private_compiled ? "true" : "false");
-    vt__report_frame_json(f, s, r->private_stack ? vt__oom_site_frame(s, r->private_stack) : NULL);
+            r->pools.reserved, r->pools.free, r->pools.whole, r->pools.pools,
+            r->pools.compiled ? "true" : "false");
+    vt__report_frame_json(f, s, r->pools.stack ? vt__oom_site_frame(s, r->pools.stack) : NULL);
     fprintf(f, "}}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
                PRIu64 ", \"uncached\": %" PRIu64 ", \"other\": ", r->outside_reserved,
             r->outside_allocated, r->passthrough);

@@ -444,9 +444,14 @@ int vt__viz_render_page(FILE *out, const vt__snapshot_data *s, const vt__timelin
         goto out;
     }
     vt__viz_write_columns(&r, &cols, npoints);
-    if (vt__viz_pools_begin(&r) == 0)
-        for (size_t i = 0; i < s->nevents; i++)
-            vt__viz_pools_event(&r, (uint32_t)i, &s->events[i]);
+    if (vt__viz_pools_begin(&r)) {
+        free(cols.tmp);
+        free(npoints);
+        rc = vt__errf(err, errlen, -ENOMEM, "viz: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < s->nevents; i++)
+        vt__viz_pools_event(&r, (uint32_t)i, &s->events[i]);
     vt__viz_pools_write(&r, &cols);
     free(cols.tmp);
     cols.tmp = NULL;

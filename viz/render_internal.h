@@ -28,7 +28,6 @@ struct pools {
     struct pool_dev *dev;    /* by index into tl->devices */
     size_t ndev;
     vt__u64map at;           /* the pools' live segments' addresses */
-    bool any;                /* a pool was seen: section "pools" is written */
 };
 
 struct render {
@@ -228,6 +227,8 @@ int vt__viz_pools_begin(struct render *r);
 void vt__viz_pools_event(struct render *r, uint32_t ev, const vt__event *e);
 void vt__viz_pools_write(struct render *r, struct columns *c);
 void vt__viz_pools_free(struct render *r);
+/* Was a pool seen (a step kept): the page has section "pools". */
+bool vt__viz_pools_seen(const struct render *r);
 void vt__viz_put_column(struct columns *c, const char *name, const uint64_t *v, size_t n);
 size_t vt__viz_varint_len(uint64_t v);
 unsigned vt__viz_common_shift(uint64_t acc);

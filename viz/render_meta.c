@@ -129,7 +129,7 @@ void vt__viz_write_meta(struct render *r, vt__buf *m, const struct columns *c,
             }
         vt__put_printf(m, "%s{\"ord\":%d,\"name\":%" PRIu32 ",\"total\":%" PRIu64 ",\"npoints\":%zu",
                        d ? "," : "", tl->devices[d].device, name, total, npoints[d]);
-        if (r->pools.any)   /* CUDA graphs' pools' steps in section "pools" */
+        if (vt__viz_pools_seen(r))   /* CUDA graphs' pools' steps in section "pools" */
             vt__put_printf(m, ",\"npools\":%zu", d < r->pools.ndev ? r->pools.dev[d].n : 0);
         /* the allocator's own peak (format 1.2), whatever the window kept */
         if (s->meta.flags & VT_META_DEVICE_PEAKS)

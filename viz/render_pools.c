@@ -48,7 +48,6 @@ int vt__viz_pools_begin(struct render *r)
         if (!p)
             continue;
         p->bytes += g->size;
-        r->pools.any = true;
         if (vt__u64map_put(&r->pools.at, g->addr, 1))
             return -1;
     }
@@ -73,7 +72,6 @@ void vt__viz_pools_event(struct render *r, uint32_t ev, const vt__event *e)
             return;
         }
         p->bytes += e->size;
-        r->pools.any = true;
     } else {
         if (vt__u64map_get(&r->pools.at, e->addr) == VT__U64MAP_NONE)
             return;
@@ -83,9 +81,17 @@ void vt__viz_pools_event(struct render *r, uint32_t ev, const vt__event *e)
     step(r, p, ev);
 }
 
+bool vt__viz_pools_seen(const struct render *r)
+{
+    for (size_t d = 0; d < r->pools.ndev; d++)
+        if (r->pools.dev[d].n)
+            return true;
+    return false;
+}
+
 void vt__viz_pools_write(struct render *r, struct columns *c)
 {
-    if (!r->pools.any)
+    if (!vt__viz_pools_seen(r))
         return;
     vt__viz_col_begin(c, "pools", 0);
     for (size_t d = 0; d < r->pools.ndev; d++) {

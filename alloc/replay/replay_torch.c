@@ -49,11 +49,8 @@ static int do_malloc(void *self, const vt__event *e, uint64_t size, uint64_t *bl
          * making a handle): only what the device has free beside PyTorch's
          * segments serves it, as PyTorch gives its cached blocks back for its
          * own requests alone; served, it is not kept (the program never got it) */
-        const tdev *v = &g->t->dev[e->device];
-        uint64_t held = v->reserved + v->outside;
-        if (v->capacity != NO_LIMIT && (held > v->capacity || size > v->capacity - held))
-            return VT__REPLAY_OUT_OF_MEMORY;
-        return VT__REPLAY_PASS;
+        return tm_device_has(&g->t->dev[e->device], size) ? VT__REPLAY_PASS
+                                                           : VT__REPLAY_OUT_OF_MEMORY;
     }
     tblock *b = tm_malloc(g->t, e->device, size, e->stream);
     if (!b)

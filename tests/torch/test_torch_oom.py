@@ -498,6 +498,15 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     # the fix, applied
     rc, out, err = prog("graph_deleted", str(tmp_path / "deleted.vtsnap"))
     assert rc == 0 and "done" in out and "ran out of device memory" not in err, err[-3000:]
+    # PyTorch's own snapshot of the same OOM (its recorder's pool_id and
+    # segment_pool_id, as torch writes them): the same pool, the same fix
+    pickle_path = str(tmp_path / "graph.pickle")
+    rc, out, err = prog("graph", "", "--torch-snapshot", pickle_path)
+    assert rc == 1 and os.path.exists(pickle_path), err[-3000:]
+    pj = oom_json(pickle_path)
+    assert pj["device"]["graph_pools"] == dict(pools, line=pj["device"]["graph_pools"]["line"]), \
+        (pj["device"]["graph_pools"], pools)
+    assert pj["device"]["cache_free"] == 0 and "delete_graphs" in verified(pj), pj["fixes"]
     # a run longer than the ring (the graph replayed between small steps):
     # the capture's events are overwritten, the snapshot's state still says
     # which segments are the graph's (SEGMENT_POOLS), and a block alive in

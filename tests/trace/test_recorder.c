@@ -763,9 +763,8 @@ TEST(observed_pool_state_lists_what_the_ring_overwrote)
 
 /* vt_pool_event's SEGMENT_ALLOC of a private pool (VT_POOL_EVENT_PRIVATE: a
  * CUDA graph's): the event keeps the pool kind in aux and the pool in aux2
- * (format 1.14), the state keeps it once the ring overwrote the event (and
- * the file holds it: SEGMENT_POOLS), and two touching mapped ranges of
- * different pools stay two segments. */
+ * (format 1.14), the state keeps it once the ring overwrote the event, each
+ * segment with its own pool, and the file holds it (SEGMENT_POOLS). */
 TEST(a_private_pools_segments_keep_their_pool_in_the_event_and_the_state)
 {
     ASSERT_EQ(vt_pool_observe(dlsym(RTLD_DEFAULT, "strlen"), NULL), 0);
@@ -790,7 +789,7 @@ TEST(a_private_pools_segments_keep_their_pool_in_the_event_and_the_state)
     for (size_t i = 0; i < s->nsegments; i++)
         if (vt__pool_is_framework(s->segments[i].pool) && nf < 2)
             f[nf++] = &s->segments[i];
-    ASSERT_EQ(nf, 2);   /* touching, of two pools: not one run */
+    ASSERT_EQ(nf, 2);
     ASSERT_EQ(f[0]->addr, seg);
     ASSERT_EQ(f[0]->private_pool, 0);
     ASSERT_EQ(f[1]->addr, graph);

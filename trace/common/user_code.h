@@ -61,4 +61,14 @@ static inline bool vt__source_is_torchs(const char *file)
     return file && (strstr(file, "-packages/torch/") || strstr(file, "-packages/functorch/"));
 }
 
+/* Whether `file` is torch.compile's CUDA graph trees (its reduce-overhead
+ * mode, backend="cudagraphs"): a capture made there allocates into the
+ * trees' private pool, which torch._dynamo.reset() releases. */
+static inline bool vt__source_is_cudagraph_trees(const char *file)
+{
+    static const char trees[] = "torch/_inductor/cudagraph_trees.py";
+    size_t n = file ? strlen(file) : 0;
+    return n >= sizeof trees - 1 && !strcmp(file + n - (sizeof trees - 1), trees);
+}
+
 #endif /* VT_COMMON_USER_CODE_H */

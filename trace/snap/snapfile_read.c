@@ -638,14 +638,13 @@ static int dec_segment_pools(struct rd *r, const unsigned char *raw, size_t n)
         size_t off = vt__cur_off(&c);
         uint64_t step = vt__get_varint(&c), id = vt__get_varint(&c);
         NEED(&c, "entry");
-        if ((i && !step) || step > s->nsegments - at || (i && step == s->nsegments - at))
+        /* after the previous entry's segment (the first: from segment 0), and
+         * before the last segment's end */
+        if ((i && !step) || step >= s->nsegments - at)
             return SFAIL(r, off, "entry %llu names segment %llu+%llu of %zu",
                          (unsigned long long)i, (unsigned long long)at,
                          (unsigned long long)step, s->nsegments);
         at += step;
-        if (at >= s->nsegments)
-            return SFAIL(r, off, "entry %llu names segment %llu of %zu", (unsigned long long)i,
-                         (unsigned long long)at, s->nsegments);
         if (!id)
             return SFAIL(r, off, "entry %llu: pool id 0", (unsigned long long)i);
         s->segments[at].private_pool = id;
