@@ -8,6 +8,7 @@
 #include "runtime_internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define STREAM(s) ((CUstream)(s))
 
@@ -135,6 +136,29 @@ RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, 
     RT_TRY(rt_init());
     return rt_ret_drv(rt_drv.cuGraphGetNodes((CUgraph)(void *)graph, (CUgraphNode *)(void *)nodes,
                                              numNodes));
+}
+
+/* What PyTorch's CUDAGraph::debug_dump writes (torch.cuda.CUDAGraph's
+ * debug mode; torch 2.11's libtorch_cuda.so imports it): a DOT file of the
+ * graph. Nodes are not exposed here, so the file names the graph and its
+ * node count; a file that cannot be written is cudaErrorOperatingSystem. */
+RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
+{
+    (void)flags;   /* which details to print: there are none to choose from */
+    if (!graph || !path)
+        return rt_ret(cudaErrorInvalidValue);
+    RT_TRY(rt_init());
+    size_t nodes = 0;
+    CUresult r = rt_drv.cuGraphGetNodes((CUgraph)(void *)graph, NULL, &nodes);
+    if (r != CUDA_SUCCESS)
+        return rt_ret_drv(r);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return rt_ret(cudaErrorOperatingSystem);
+    int bad = fprintf(f, "digraph dot {\n  label=\"simulated graph: %zu nodes (not exposed)\";\n}\n",
+                      nodes) < 0;
+    bad |= fclose(f) != 0;
+    return rt_ret(bad ? cudaErrorOperatingSystem : cudaSuccess);
 }
 
 RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,

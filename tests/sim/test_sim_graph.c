@@ -2,7 +2,10 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "test_sim_held.h"
@@ -306,3 +309,34 @@ TEST(capture_forbids_unsafe_calls_by_interaction_mode)
 }
 
 TEST_MAIN()
+
+TEST(a_graph_is_printed_as_a_dot_file_naming_its_nodes)
+{
+    cudaStream_t s = held_stream(cudaStreamNonBlocking);
+    unsigned char *d = held_device(N);
+    ASSERT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    ASSERT_OK(cudaMemsetAsync(d, 1, N, s));
+    ASSERT_OK(cudaMemsetAsync(d, 2, N, s));
+    cudaGraph_t g;
+    cudaGraphExec_t x = end_capture_instantiated(s, &g);
+    char path[] = "/tmp/vt_sim_graph_XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_OK(cudaGraphDebugDotPrint(g, path, 0));
+    char text[256] = {0};
+    FILE *f = fopen(path, "r");
+    ASSERT(f != NULL);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unlink(path);
+    ASSERT(got > 0);
+    ASSERT(strncmp(text, "digraph", 7) == 0);
+    ASSERT(strstr(text, "2 nodes") != NULL);
+    ASSERT_EQ(cudaGraphDebugDotPrint(g, NULL, 0), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaGraphDebugDotPrint(NULL, path, 0), cudaErrorInvalidValue);
+    ASSERT_EQ(cudaGraphDebugDotPrint(g, "/nonexistent-dir/g.dot", 0), cudaErrorOperatingSystem);
+    cudaGetLastError();
+    ASSERT_OK(cudaGraphExecDestroy(x));
+    ASSERT_OK(cudaGraphDestroy(g));
+}
