@@ -32,8 +32,23 @@
 
 namespace {
 
-using c10::CachingDeviceAllocator::TraceEntry;
 namespace alloc = c10::cuda::CUDACachingAllocator;
+
+}  // namespace
+
+// TraceEntry is c10::CachingDeviceAllocator's since torch 2.11 and
+// c10::cuda::CUDACachingAllocator's before (2.1 to 2.10): named through both,
+// it is found in whichever has it (the namespace declared for a torch that
+// has none of that name).
+namespace c10::CachingDeviceAllocator {}
+namespace vt_torch_allocator_names {
+using namespace c10::cuda::CUDACachingAllocator;
+using namespace c10::CachingDeviceAllocator;
+}  // namespace vt_torch_allocator_names
+
+namespace {
+
+using TraceEntry = vt_torch_allocator_names::TraceEntry;
 
 // vramtrace's entry points (include/vramtrace.h), passed in as addresses so
 // that this object links nothing of vramtrace's.

@@ -48,7 +48,13 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/util/SmallVector.h>
+// autograd's Node (node.h since torch 2.13; function.h before, which
+// includes it after)
+#if __has_include(<torch/csrc/autograd/node.h>)
 #include <torch/csrc/autograd/node.h>
+#else
+#include <torch/csrc/autograd/function.h>
+#endif
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/intrusive_ptr.h>
@@ -63,6 +69,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -305,6 +312,45 @@ uint32_t lend_forward_frames()
     return sid;
 }
 
+// Whether an operator's computed table runs one kernel for both keys.
+// OperatorHandle::lookup (torch 2.14 on) compares the kernels themselves;
+// an older torch has only the table as text, a line a key ("CPU: registered
+// at FILE:LINE [math kernel]"), whose registration site and kind tell one
+// kernel from another (torch._C._dispatch_dump_table prints the same text).
+template <typename H, typename = void>
+struct has_lookup : std::false_type {};
+template <typename H>
+struct has_lookup<H, std::void_t<decltype(std::declval<const H &>().lookup(c10::DispatchKeySet()))>>
+    : std::true_type {};
+
+std::string_view computed_kernel(std::string_view table, std::string_view key)
+{
+    for (size_t at = 0; at < table.size();) {
+        size_t end = table.find('\n', at);
+        if (end == std::string_view::npos)
+            end = table.size();
+        std::string_view line = table.substr(at, end - at);
+        if (line.size() > key.size() + 1 && line.substr(0, key.size()) == key &&
+            line[key.size()] == ':')
+            return line.substr(key.size() + 1);
+        at = end + 1;
+    }
+    return {};
+}
+
+template <typename H>
+bool same_kernel(const H &op, c10::DispatchKey a, c10::DispatchKey b)
+{
+    if constexpr (has_lookup<H>::value) {
+        return op.lookup(c10::DispatchKeySet(a))._equalsBoxedAndUnboxed(
+            op.lookup(c10::DispatchKeySet(b)));
+    } else {
+        const std::string table = op.dumpComputedTable();
+        const std::string_view ka = computed_kernel(table, c10::toString(a));
+        return !ka.empty() && ka == computed_kernel(table, c10::toString(b));
+    }
+}
+
 // Whether autograd runs this op's decomposition instead of it, so that
 // dispatch reaches the Python key (the mode) with its parts: when its
 // autograd slot holds the same kernel as its backend slot, its
@@ -314,7 +360,7 @@ uint32_t lend_forward_frames()
 // excludes its keys) the mode sees the op itself: op_started asks.
 bool decomposed_by_autograd(const c10::OperatorName &name)
 {
-    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    auto op = c10::Dispatcher::singleton().findOp(name);
     if (!op)
         return false;
     if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
@@ -323,8 +369,7 @@ bool decomposed_by_autograd(const c10::OperatorName &name)
     if (!op->hasComputedKernelForDispatchKey(K::AutogradCPU) ||
         !op->hasComputedKernelForDispatchKey(K::CPU))
         return false;
-    return op->lookup(c10::DispatchKeySet(K::AutogradCPU))
-        ._equalsBoxedAndUnboxed(op->lookup(c10::DispatchKeySet(K::CPU)));
+    return same_kernel(*op, K::AutogradCPU, K::CPU);
 }
 
 // Each thread's last answers from known_ops, by the name's address: an
@@ -362,7 +407,7 @@ Op lookup(const at::RecordFunction &fn)
             return it->second;
         }
     }
-    std::optional<c10::OperatorName> name = fn.operator_name();
+    auto name = fn.operator_name();
     if (!name)
         return Op{};
     Op op;
