@@ -124,13 +124,19 @@ class StorageLife:
             del st
 
     def _refuses(self, st: Any) -> bool:
-        """Whether storage ``st`` refuses its data pointer to every reader
-        (its throw_on_immutable_data_ptr, where this PyTorch can say)."""
+        """Whether storage ``st``, alive, refuses its data pointer to every
+        reader (its throw_on_immutable_data_ptr). A PyTorch that cannot say
+        (2.11 has no torch._C._storage_throw_on_immutable_data_ptr, and its
+        cudagraph trees refuse an overwritten output's pointer all the same)
+        is taken at its word: the storage lives and its address cannot be
+        read, rather than the whole walk failing on it."""
         refuses = getattr(self._torch._C, "_storage_throw_on_immutable_data_ptr", None)
+        if refuses is None:
+            return True
         try:
-            return bool(refuses(st._cdata)) if refuses is not None else False
+            return bool(refuses(st._cdata))
         except Exception:  # noqa: BLE001 - a PyTorch that reads it otherwise: cannot say
-            return False
+            return True
 
     def _address(self, st: Any) -> int:
         """Where storage ``st``'s memory is, read as StorageImpl::data():

@@ -849,3 +849,26 @@ def test_graphs_that_all_reach_one_kept_tensor_assert_one_chain_to_it_beyond_a_b
     else:
         assert len(paths) == 1 and len(nodes) == 11, (len(nodes), paths)
     del kept
+
+
+def test_a_storage_refusing_its_pointer_is_alive_also_where_pytorch_cannot_say_so(monkeypatch):
+    """cudagraph trees make an output a later replay overwrote refuse its data
+    pointer, and a mark's sweep reads every tracked storage's: such a storage
+    is alive at an address that cannot be read (True), never a failed walk.
+    PyTorch 2.11 has no torch._C._storage_throw_on_immutable_data_ptr to say
+    so; there every mark's walk failed with a RuntimeWarning the program had
+    not had untracked (the differential suite's
+    compile_reduce_overhead_keeps_outputs on the dispatch mode's path)."""
+    from vramtrace._storage_life import StorageLife
+    t = torch.ones(4)
+    st = t.untyped_storage()
+    life = StorageLife(torch)
+    handle = st._weak_ref()
+    try:
+        assert life.now(handle) == (st.data_ptr(), 16)
+        torch._C._set_storage_data_ptr_access_error_msg(st._cdata, "overwritten by a replay")
+        assert life.now(handle) is True
+        monkeypatch.delattr(torch._C, "_storage_throw_on_immutable_data_ptr")
+        assert life.now(handle) is True
+    finally:
+        torch.UntypedStorage._free_weak_ref(handle)

@@ -370,3 +370,48 @@ def test_ops_inside_a_kernel_are_not_handed_over(observer):
 # That the observer and the mode give the same findings on the leak shapes
 # is tested in test_track_fast.py, which runs the mode's C path on them
 # anyway (one run for both comparisons).
+
+
+class _HalfMade(torch.Tensor):
+    """A tensor subclass without memory whose device is its
+    __torch_dispatch__'s to say, and which runs an op before its __new__ has
+    set what that reads: FakeTensor's shape (its device dispatched to
+    Python; torch 2.11's FakeTensor.__new__ ran init_gpu_context's
+    torch.empty before setting fake_mode)."""
+
+    asked: list = []
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor) -> "_HalfMade":
+        self = torch.Tensor._make_subclass(cls, elem, False, dispatch_device=True,
+                                           device_for_backend_keys=torch.device("cpu"))
+        torch.ones(1)   # an op while it is half made
+        self.made = True
+        return self
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        cls.asked.append(str(func))
+        if func is torch.ops.prim.device.default:
+            return torch.device("meta") if args[0].__dict__.get("made") else args[0].missing
+        raise NotImplementedError(str(func))
+
+
+@pytest.mark.parametrize("switch", ["1", "0"], ids=["observer", "mode"])
+def test_a_half_made_subclass_without_memory_is_never_asked_its_device(real_lib, observer,
+                                                                        monkeypatch, switch):
+    """The recording asks nothing of a tensor that has no memory and speaks
+    for itself in Python: its __torch_dispatch__ is the program's code, and
+    a half-made one raised (torch 2.11's FakeTensor: "recording aten.detach
+    failed: 'FakeTensor' object has no attribute 'fake_mode'", a warning the
+    program had not had untracked)."""
+    monkeypatch.setenv(_trackobs.ENV_SWITCH, switch)
+    _HalfMade.asked.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with vtt.track() as tr:
+            half = _HalfMade(torch.empty(4, device="meta"))
+            errors = tr.errors
+    assert half.made and errors == 0, [str(w.message) for w in caught]
+    assert not [w for w in caught if "vramtrace" in str(w.message)]
+    assert _HalfMade.asked == [], _HalfMade.asked

@@ -447,6 +447,8 @@ static void recording_failed(Dispatcher *d, PyObject *func)
     PyObject *exc_type, *exc, *tb;
     PyErr_Fetch(&exc_type, &exc, &tb);
     PyErr_NormalizeException(&exc_type, &exc, &tb);
+    if (exc != NULL && tb != NULL)   /* where it failed, for whoever reads exc */
+        PyException_SetTraceback(exc, tb);
     PyObject *a[2] = {func, exc ? exc : Py_None};
     PyObject *r = call_method(d->tracker, s_recording_failed, a, 2);
     if (r == NULL)

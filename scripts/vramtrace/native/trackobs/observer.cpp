@@ -495,6 +495,16 @@ vt__tensor_facts facts_of(const at::Tensor &t)
         const c10::Storage &s = t.storage();
         f.storage_ptr = storage_address(s.unsafeGetStorageImpl());
         f.storage_nbytes = static_cast<uint64_t>(s.nbytes());
+        if (f.storage_ptr == 0 && t.key_set().has(c10::DispatchKey::Python)) {
+            // a tensor subclass's, without memory (a FakeTensor's, on the
+            // meta device): nothing to track, and nothing more to read, as
+            // its device and sizes may be its __torch_dispatch__'s to say
+            // (the program's Python; a FakeTensor's failed on torch 2.11,
+            // read before its __new__ had set its fake_mode)
+            f.storage = reinterpret_cast<uintptr_t>(s.unsafeGetStorageImpl());
+            f.device = -1;
+            return f;
+        }
         f.tensor_ptr = tensor_address(t);
         f.tensor_nbytes = static_cast<uint64_t>(t.nbytes());
         f.device = t.is_cuda() ? static_cast<int64_t>(t.get_device()) : -1;
