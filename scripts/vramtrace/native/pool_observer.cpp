@@ -41,14 +41,14 @@ namespace alloc = c10::cuda::CUDACachingAllocator;
 // it is found in whichever has it (the namespace declared for a torch that
 // has none of that name).
 namespace c10::CachingDeviceAllocator {}
-namespace vt_torch_allocator_names {
+namespace torch_allocator_names {
 using namespace c10::cuda::CUDACachingAllocator;
 using namespace c10::CachingDeviceAllocator;
-}  // namespace vt_torch_allocator_names
+}  // namespace torch_allocator_names
 
 namespace {
 
-using TraceEntry = vt_torch_allocator_names::TraceEntry;
+using TraceEntry = torch_allocator_names::TraceEntry;
 
 // vramtrace's entry points (include/vramtrace.h), passed in as addresses so
 // that this object links nothing of vramtrace's.

@@ -48,8 +48,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/util/SmallVector.h>
-// autograd's Node (node.h since torch 2.13; function.h before, which
-// includes it after)
+// autograd's Node: node.h from torch 2.13 on (function.h includes it);
+// declared in function.h before
 #if __has_include(<torch/csrc/autograd/node.h>)
 #include <torch/csrc/autograd/node.h>
 #else
