@@ -110,6 +110,12 @@ def main() -> None:
         out["max_allocated"] = torch.cuda.max_memory_allocated()
     if vt is not None and args.use_allocator:
         out["vramtrace"] = vt.stats(0)
+    if tracker is not None:
+        # which of track()'s paths saw the ops: its op observer, or the
+        # dispatch mode where the observer could not be built for this torch
+        # (before session 81 it could not for torch 2.12 or older, the GPU
+        # image's 2.11 among them: the real runs' tracked ms/step were the mode's)
+        out["ops_seen_by"] = tracker.ops_seen_by
     with open(args.out, "w") as f:
         json.dump(out, f)
 
