@@ -37,9 +37,10 @@ namespace alloc = c10::cuda::CUDACachingAllocator;
 }  // namespace
 
 // TraceEntry is c10::CachingDeviceAllocator's since torch 2.11 and
-// c10::cuda::CUDACachingAllocator's before (2.1 to 2.10): named through both,
-// it is found in whichever has it (the namespace declared for a torch that
-// has none of that name).
+// c10::cuda::CUDACachingAllocator's before (2.2 to 2.10; 2.0 and 2.1 have no
+// trace tracker to observe with): named through both, it is found in
+// whichever has it (the namespace declared for a torch that has none of that
+// name).
 namespace c10::CachingDeviceAllocator {}
 namespace torch_allocator_names {
 using namespace c10::cuda::CUDACachingAllocator;
