@@ -244,7 +244,6 @@ static bool captured_by_compile(const vt__snapshot_data *s, uint32_t id)
     return false;
 }
 
-
 int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int device, size_t k,
                         vt__graph_pools *out)
 {

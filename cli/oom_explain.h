@@ -197,18 +197,18 @@ typedef struct vt__oom_options {
                                   no allocation after it), else the first */
 } vt__oom_options;
 
-/* Explain an OOM of `s` (its timeline `tl`): options.which's. Names in `s`
- * should be terminal-safe for the text view (vt__report_text_names) and as
- * recorded for JSON. Where an earlier OOM was caught, the replays let it fail
- * as it did (replay options.caught_before). @return 0 and *out
- * (vt__oom_free), -ENOENT when the recording has no OOM, -ERANGE when it has
- * fewer than options.which, -ENOMEM; a one-line message in err. */
 /* CUDA graphs' private pools on `device` right after event k of tl (s: a
  * whole snapshot, or a streamed one's sections: the capture's line is then a
  * block's). @return 0 or -ENOMEM. */
 int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int device, size_t k,
                         vt__graph_pools *out);
 
+/* Explain an OOM of `s` (its timeline `tl`): options.which's. Names in `s`
+ * should be terminal-safe for the text view (vt__report_text_names) and as
+ * recorded for JSON. Where an earlier OOM was caught, the replays let it fail
+ * as it did (replay options.caught_before). @return 0 and *out
+ * (vt__oom_free), -ENOENT when the recording has no OOM, -ERANGE when it has
+ * fewer than options.which, -ENOMEM; a one-line message in err. */
 int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt__oom_options *opt,
                     vt__oom_report **out, char *err, size_t errlen);
 

@@ -108,10 +108,11 @@ bool tm_pool_request(const vt__snapshot_data *s, const vt__event *e);
  * into cls (vt__event_stream_count bytes): TM_POOL for PyTorch's ALLOCs and
  * segment events, TM_OUTSIDE for the segment events of memory outside its
  * pool (with TM_PRIVATE: a private pool's, SEGMENT_ALLOC aux2), TM_EMPTIED
- * on the segment free where an imported snapshot's cache was emptied. `gc_recorded`: the recorded settings have a garbage
- * collection threshold. Memory: the segments allocated outside the pool,
- * and those allocated before their device's next allocation. @return 0,
- * -ENOMEM or the stream's error. */
+ * on the segment free where an imported snapshot's cache was emptied.
+ * `gc_recorded`: the recorded settings have a garbage collection threshold.
+ * Memory: the segments allocated outside the pool, and those allocated
+ * before their device's next allocation. @return 0, -ENOMEM or the
+ * stream's error. */
 int tm_classify_stream(const vt__snapshot_data *s, struct vt__event_stream *es, bool gc_recorded,
                        uint8_t *cls);
 

@@ -308,7 +308,6 @@ TEST(capture_forbids_unsafe_calls_by_interaction_mode)
     release_held();
 }
 
-TEST_MAIN()
 
 TEST(a_graph_is_printed_as_a_dot_file_naming_its_nodes)
 {
@@ -340,3 +339,5 @@ TEST(a_graph_is_printed_as_a_dot_file_naming_its_nodes)
     ASSERT_OK(cudaGraphExecDestroy(x));
     ASSERT_OK(cudaGraphDestroy(g));
 }
+
+TEST_MAIN()
