@@ -83,6 +83,16 @@ class Observer:
         lib.trackobs_storage_key.restype = ctypes.c_int
         lib.trackobs_storage_use_count.argtypes = [ctypes.c_uint64]
         lib.trackobs_storage_use_count.restype = ctypes.c_uint64
+        lib.trackobs_decomposed_by.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
+        lib.trackobs_decomposed_by.restype = ctypes.c_int
+
+    def decomposed_by(self, name: str, overload: str, by_table: bool) -> int:
+        """Whether autograd runs operator NAME.OVERLOAD's decomposition
+        (1, 0; -1: no such operator), read by OperatorHandle::lookup where
+        this torch has it, or by_table from its dispatch table's text (how a
+        torch before 2.14 is read): for the tests."""
+        return int(self._lib.trackobs_decomposed_by(name.encode(), overload.encode(),
+                                                      int(by_table)))
 
     def install(self, on_owner: Any, on_other: Any, op_for: Any,
                 engine_frames: Any = lambda seq: 0, lend: int = 0, gc_api: int = 0,

@@ -415,3 +415,26 @@ def test_a_half_made_subclass_without_memory_is_never_asked_its_device(real_lib,
     assert half.made and errors == 0, [str(w.message) for w in caught]
     assert not [w for w in caught if "vramtrace" in str(w.message)]
     assert _HalfMade.asked == [], _HalfMade.asked
+
+
+def test_a_torch_without_lookup_tells_decompositions_by_its_dispatch_table(observer):
+    """Whether autograd runs an operator's decomposition (so that the mode,
+    and the observer, see its parts) is read by OperatorHandle::lookup, which
+    torch 2.14 has; a torch before it (the GPU image's 2.11) is read through
+    its computed dispatch table's text (a line a key: where its kernel was
+    registered, and which kind). On this torch both readings must give the
+    same answer for every operator it has."""
+    names = [n for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")]
+    differ, decomposed = [], 0
+    for full in names:
+        name, _, overload = full.partition(".")
+        by_lookup = observer.decomposed_by(name, overload, False)
+        by_table = observer.decomposed_by(name, overload, True)
+        decomposed += by_lookup == 1
+        if by_lookup != by_table:
+            differ.append((full, by_lookup, by_table))
+    assert len(names) > 1000 and not differ, differ[:20]
+    assert observer.decomposed_by("aten::linear", "", True) == 1   # its autograd slot: math
+    assert observer.decomposed_by("aten::mm", "", True) == 0       # an autograd kernel of its own
+    assert 50 < decomposed < len(names) // 2, decomposed
+    assert observer.decomposed_by("aten::no_such_operator", "", True) == -1

@@ -338,17 +338,24 @@ std::string_view computed_kernel(std::string_view table, std::string_view key)
     return {};
 }
 
+bool same_kernel_by_table(const c10::OperatorHandle &op, c10::DispatchKey a, c10::DispatchKey b)
+{
+    const std::string table = op.dumpComputedTable();
+    const std::string_view ka = computed_kernel(table, c10::toString(a));
+    return !ka.empty() && ka == computed_kernel(table, c10::toString(b));
+}
+
+// by_table: the text's answer whatever this torch has (the tests compare it
+// with lookup's, trackobs_decomposed_by)
 template <typename H>
-bool same_kernel(const H &op, c10::DispatchKey a, c10::DispatchKey b)
+bool same_kernel(const H &op, c10::DispatchKey a, c10::DispatchKey b, bool by_table)
 {
     if constexpr (has_lookup<H>::value) {
-        return op.lookup(c10::DispatchKeySet(a))._equalsBoxedAndUnboxed(
-            op.lookup(c10::DispatchKeySet(b)));
-    } else {
-        const std::string table = op.dumpComputedTable();
-        const std::string_view ka = computed_kernel(table, c10::toString(a));
-        return !ka.empty() && ka == computed_kernel(table, c10::toString(b));
+        if (!by_table)
+            return op.lookup(c10::DispatchKeySet(a))._equalsBoxedAndUnboxed(
+                op.lookup(c10::DispatchKeySet(b)));
     }
+    return same_kernel_by_table(op, a, b);
 }
 
 // Whether autograd runs this op's decomposition instead of it, so that
@@ -358,7 +365,7 @@ bool same_kernel(const H &op, c10::DispatchKey a, c10::DispatchKey b)
 // torch._C._dispatch_dump_table; aten::linear is one, and has an autograd
 // kernel for nested tensors only). Where autograd is off (inference mode
 // excludes its keys) the mode sees the op itself: op_started asks.
-bool decomposed_by_autograd(const c10::OperatorName &name)
+bool decomposed_by_autograd(const c10::OperatorName &name, bool by_table = false)
 {
     auto op = c10::Dispatcher::singleton().findOp(name);
     if (!op)
@@ -369,7 +376,7 @@ bool decomposed_by_autograd(const c10::OperatorName &name)
     if (!op->hasComputedKernelForDispatchKey(K::AutogradCPU) ||
         !op->hasComputedKernelForDispatchKey(K::CPU))
         return false;
-    return same_kernel(*op, K::AutogradCPU, K::CPU);
+    return same_kernel(*op, K::AutogradCPU, K::CPU, by_table);
 }
 
 // Each thread's last answers from known_ops, by the name's address: an
@@ -1002,6 +1009,25 @@ __attribute__((visibility("default"))) void trackobs_uninstall(void)
     Py_CLEAR(on_owner);
     Py_CLEAR(on_other);
     Py_CLEAR(engine_frames);
+}
+
+// trackobs_decomposed_by(name, overload, by_table): decomposed_by_autograd's
+// answer for an operator (1, 0; -1: no such operator), read through
+// OperatorHandle::lookup where this torch has it, or (by_table, and on a
+// torch before 2.14 always) through its computed dispatch table's text: for
+// the tests, which hold the two to each other on this torch's operators.
+__attribute__((visibility("default"))) int trackobs_decomposed_by(const char *name,
+                                                                  const char *overload,
+                                                                  int by_table)
+{
+    c10::OperatorName op{name ? name : "", overload ? overload : ""};
+    if (!c10::Dispatcher::singleton().findOp(op))
+        return -1;
+    try {
+        return decomposed_by_autograd(op, by_table != 0) ? 1 : 0;
+    } catch (...) {
+        return -1;
+    }
 }
 
 // trackobs_drain(): what is held back (the engine threads' ops, this
