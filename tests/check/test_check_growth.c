@@ -519,4 +519,64 @@ TEST(sites_growing_under_one_line_of_the_program_are_one_cause)
     synth_fini(&y);
 }
 
+/* A tracked loop of 12 steps whose line at st_fwd holds one tensor of i MiB
+ * across the end of step i: `variant` 0, made afresh each step and the one
+ * before let go (a length curriculum's logits); 1, made by an op that used
+ * the one before (`preds = torch.cat([preds, p])`); 2, made afresh and all
+ * kept and read every step (a list of each step's, summed each step). */
+static void replaced_each_step(synth *y, int variant)
+{
+    setup(y);
+    for (int i = 1; i <= 12; i++) {
+        step(y, i);
+        uint64_t id = 9000 + (uint64_t)i, addr = BUF + (uint64_t)i * 0x10000000ull;
+        synth_alloc(y, addr, (uint64_t)i * MiB, st_fwd);
+        if (variant == 1 && i > 1)
+            synth_use(y, id - 1);   /* the op's input, between its output's block and making */
+        synth_tensor(y, id, addr, (uint64_t)i * MiB, 0, "logits");
+        synth_use(y, id);
+        if (variant != 2 && i > 1)
+            synth_release(y, 0, id - 1, addr - 0x10000000ull);
+        for (uint64_t k = 9001; variant == 2 && k < id; k++)
+            synth_use(y, k);
+    }
+}
+
+TEST(a_value_replaced_by_a_larger_one_made_afresh_each_step_is_no_growth)
+{
+    synth y;
+    replaced_each_step(&y, 0);
+    vt__check_report *r = check(&y, NULL);
+    ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
+    for (size_t i = 0; i < r->nfindings; i++)
+        ASSERT(r->findings[i].rule != VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(r->ngrowth_replaced, 1);
+    assert_rendered_says(r, &y, 0, "1 line grew only as its value was replaced each step by a "
+                                   "larger one made afresh");
+    assert_rendered_says(r, &y, 1, "\"growth_replaced\":1,");
+    vt__check_report_free(r);
+    /* asked for by name, growth judges it */
+    r = check_rules(&y, VT_CHECK_RULE_GROWTH);
+    ASSERT_EQ(r->ngrowth_replaced, 0);
+    ASSERT_EQ(only_finding_of(r, VT_CHECK_RULE_GROWTH)->growth_per_step, MiB);
+    vt__check_report_free(r);
+    synth_fini(&y);
+}
+
+TEST(a_value_made_from_the_one_it_replaces_or_values_piling_up_are_still_growth)
+{
+    for (int variant = 1; variant <= 2; variant++) {
+        synth y;
+        replaced_each_step(&y, variant);
+        vt__check_report *r = check(&y, NULL);
+        ASSERT_EQ(r->ngrowth_replaced, 0);
+        size_t growth = 0;
+        for (size_t i = 0; i < r->nfindings; i++)
+            growth += r->findings[i].rule == VT_CHECK_RULE_GROWTH;
+        ASSERT_EQ(growth, 1);
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
+}
+
 TEST_MAIN()

@@ -483,6 +483,28 @@ def test_one_list_a_trainer_keeps_is_one_cause_whichever_frame_reached_the_train
     assert {("self", "_run_batch"), ("trainer", "main")} <= roots, roots
 
 
+def test_a_length_curriculum_is_no_growth_and_a_buffer_rebuilt_larger_each_step_is(tmp_path):
+    """length_curriculum.py: batches sorted by length, shortest first, each
+    step's logits bound across the step's end, larger every step: each made
+    afresh by the model, the one before let go, so no leak (before: "grows
+    ... per step" on the model's line, exit status 1). Its twin also keeps
+    the last positions' logits in one tensor rebuilt by torch.cat onto
+    itself every step: made from the one before, a leak, named by its line."""
+    rc, text, fixed = _tracked_leak_and_clean_twin("length_curriculum.py", "steps 24", tmp_path)
+    assert "0 findings" in fixed, fixed[:4000]
+    assert re.search(r"\d+ lines? grew only as (its|their) value was replaced each step by a "
+                     r"larger one made afresh", fixed), fixed[:4000]
+    assert rc == 1, text[:4000]
+    assert "1 finding," in text and "[growth]" in text, text[:4000]
+    assert re.search(r"#1 \[growth\].*\n.*grows 64 KiB per step", text), text[:4000]
+    line = next(i for i, l in enumerate(open(os.path.join(HERE, "length_curriculum.py")), 1)
+                if "kept = torch.cat([kept, logits" in l)
+    assert f"length_curriculum.py:{line}," in text, text[:4000]
+    # asked for by name, growth judges the curriculum's lines as before
+    rc, asked = run([CLI, "check", "--rules", "growth", str(tmp_path / "fixed.vtsnap")])
+    assert rc == 1 and "[growth]" in asked and "grew only as" not in asked, asked[:4000]
+
+
 def test_an_evaluation_without_marks_names_its_leak_and_keeps_no_model_state(tmp_path):
     """No optimizer step, so no mark (an inference or Trainer.evaluate()
     script): the tracker ticks instead (a mark's work without a MARK). The

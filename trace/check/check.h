@@ -543,6 +543,9 @@ typedef struct vt__check_report {
     size_t nignored;           /* storages skipped by --ignore patterns */
     size_t nhost_skipped;      /* host storages not judged (VT_CHECK_HOST_AUTO in a
                                   trace with device storages) */
+    size_t ngrowth_replaced;   /* call sites that grew by marks only as their value was
+                                  replaced by larger ones made afresh (inputs that grow:
+                                  a length curriculum), not judged growth (check_growth.c) */
     uint64_t start_time_ns;    /* first event */
     uint64_t end_time_ns;      /* end of the trace (see the time rule) */
     double pinned_ratio;       /* PINNED threshold as applied */

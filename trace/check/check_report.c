@@ -612,6 +612,12 @@ int vt__check_report_print(FILE *f, const vt__check_report *r, const vt__snapsho
         fprintf(f, "\n  %zu host storage%s (CPU tensors) not judged: device memory only"
                    " (--host judges them too)", r->nhost_skipped,
                 r->nhost_skipped == 1 ? "" : "s");
+    if (r->ngrowth_replaced)
+        fprintf(f, "\n  %zu line%s grew only as %s value was replaced each step by a larger one "
+                   "made afresh (inputs that grow: a length curriculum, progressive resizing): "
+                   "not judged a leak (--rules growth judges %s)", r->ngrowth_replaced,
+                r->ngrowth_replaced == 1 ? "" : "s", r->ngrowth_replaced == 1 ? "its" : "their",
+                r->ngrowth_replaced == 1 ? "it" : "them");
     fputc('\n', f);
     print_minor(f, r, s);
 

@@ -281,13 +281,14 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
     fprintf(f, ",\"steps_inferred\":%s", r->steps_inferred ? "true" : "false");
     fprintf(f, ",\"marks\":%zu,\"quiet_steps\":%zu,\"storages\":%zu,\"tensors\":%zu,"
                "\"holders\":%zu,\"refs\":%zu,"
-               "\"ignored\":%zu,\"host_skipped\":%zu,\"events_overwritten\":%" PRIu64
+               "\"ignored\":%zu,\"host_skipped\":%zu,\"growth_replaced\":%zu,"
+               "\"events_overwritten\":%" PRIu64
                ",\"start_time_ns\":%" PRIu64 ",\"end_time_ns\":%" PRIu64
                ",\"total_bytes\":%" PRIu64 ",\"total_held_bytes\":%" PRIu64
                ",\"total_byte_seconds\":",
             r->nmarks, r->quiet_steps, r->nstorages, r->ntensors, r->nholders, r->nrefs,
             r->nignored,
-            r->nhost_skipped, s->meta.events_overwritten, r->start_time_ns, r->end_time_ns,
+            r->nhost_skipped, r->ngrowth_replaced, s->meta.events_overwritten, r->start_time_ns, r->end_time_ns,
             r->total_bytes, r->total_held_bytes);
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
