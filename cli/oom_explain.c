@@ -293,9 +293,14 @@ int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int 
     for (size_t i = 0; i < n; i++)
         if (!segs[i].used)
             out->whole += segs[i].size;
+    /* (torch.compile's cudagraph trees share a graph_pool_handle(): theirs) */
+    out->program_made = out->pools > 0;
+    for (size_t p = 0; p < out->pools; p++)
+        out->program_made = out->program_made && (ids[p] & 1);
     free(segs);
     out->free = out->reserved > occupied ? out->reserved - occupied : 0;
     out->compiled = out->stack && captured_by_compile(s, out->stack);
+    out->program_made = out->program_made && !out->compiled;
     return 0;
 }
 
@@ -659,7 +664,10 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                  " to the device)", vt__fmt_bytes(r->cache_free, b1));
         opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1 };
     }
-    if (r->pools.whole && !r->library) {
+    /* not where the only pool is the one the request was captured into
+     * (it has a segment: it is among them): that graph cannot be deleted
+     * before its own capture */
+    if (r->pools.whole && !r->library && !(r->in_pool_stack && r->pools.pools == 1)) {
         /* a CUDA graph's pool is PyTorch's to give back only once the graph
          * is gone: then the retry inside the failed request releases it */
         char b1[32];
@@ -887,6 +895,13 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     r->device_free = e->aux;
     r->baseline_oom_event = SIZE_MAX;
     r->library = vt__snapshot_oom_outside_framework(s, e);
+    /* asked into a private pool: a CUDA graph's capture, a MemPool; where
+     * the pool began, its first segment's line */
+    r->in_pool = r->library ? 0 : VT_OOM_POOL(e->addr);
+    for (size_t i = 0; r->in_pool && !r->in_pool_stack && i < r->event; i++)
+        if (s->events[i].kind == VT_EV_SEGMENT_ALLOC && s->events[i].aux2 == r->in_pool)
+            r->in_pool_stack = s->events[i].stack;
+    r->in_pool_compiled = r->in_pool_stack && captured_by_compile(s, r->in_pool_stack);
     r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
                  || !strncmp(vt__snapshot_string(s, s->meta.library_version), "pytorch", 7);
     const vt__snap_device *di = vt__report_device(s, r->device);

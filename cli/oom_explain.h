@@ -82,6 +82,9 @@ typedef struct vt__graph_pools {
     uint32_t stack;            /* where the first was captured: its segment's stack (a
                                   whole snapshot's), else a block's alive in it; 0: none */
     bool compiled;             /* that capture was torch.compile's (its cudagraph trees) */
+    bool program_made;         /* every one of them the program made (an odd id:
+                                  torch.cuda.MemPool, graph_pool_handle()), none a
+                                  graph's own nor torch.compile's */
 } vt__graph_pools;
 
 enum vt__oom_fix_kind {
@@ -138,6 +141,13 @@ typedef struct vt__oom_report {
                                   cache (vt__snapshot_oom_outside_framework): its free
                                   cached memory could not serve it */
     uint32_t stack;
+    /* the private pool the request was for (format 1.15), 0: the default
+     * pool: a CUDA graph's while it was captured (an even id), or one the
+     * program made (odd: torch.cuda.MemPool, graph_pool_handle()) */
+    uint64_t in_pool;
+    uint32_t in_pool_stack;    /* where that pool's first segment was made (the capture's
+                                  line), 0: none recorded */
+    bool in_pool_compiled;     /* that capture was torch.compile's (its cudagraph trees) */
     bool pytorch;              /* PyTorch's allocator (observed or imported) */
     /* the device at the OOM */
     uint64_t total;            /* device memory as recorded, 0: not recorded */

@@ -203,6 +203,20 @@ static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_
                              const char *indent)
 {
     char b1[32];
+    if (r->pools.program_made) {   /* a torch.cuda.MemPool's, a graph_pool_handle()'s */
+        fprintf(f, "%s%s is held by %s the program made", indent,
+                vt__fmt_bytes(r->pools.reserved, b1),
+                r->pools.pools == 1 ? "a private pool" : "private pools");
+        if (r->pools.stack) {
+            fputs(" (first used at ", f);
+            site_text(f, s, vt__oom_site_frame(s, r->pools.stack));
+            fputc(')', f);
+        }
+        fprintf(f, ":\n%sPyTorch serves from it only what is asked into it (torch.cuda.MemPool, "
+                   "or CUDA graphs sharing a graph_pool_handle()), and gives it back only once "
+                   "it is deleted\n", indent);
+        return;
+    }
     if (r->pools.compiled)
         fprintf(f, "%s%s is held by torch.compile's CUDA graphs in their private pool%s", indent,
                 vt__fmt_bytes(r->pools.reserved, b1), r->pools.pools == 1 ? "" : "s");
@@ -220,6 +234,30 @@ static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_
                " once %s\n", indent,
             r->pools.compiled ? "the graphs are released (torch._dynamo.reset())"
                                 : "the graph is deleted");
+}
+
+/* A request made into a private pool (r->in_pool): which, and what that
+ * means for the memory it asked for. */
+static void in_pool_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r,
+                         const char *indent)
+{
+    bool program = (r->in_pool & 1) && !r->in_pool_compiled;   /* the trees share one */
+    if (program) {
+        fprintf(f, "%sasked into a private pool the program made (torch.cuda.MemPool, or a "
+                   "graph_pool_handle() CUDA graphs share)", indent);
+    } else {
+        fprintf(f, "%sasked while %s being captured", indent,
+                r->in_pool_compiled ? "torch.compile's CUDA graphs were" : "a CUDA graph was");
+        if (r->in_pool_stack) {
+            fputs(" (captured at ", f);
+            site_text(f, s, vt__oom_site_frame(s, r->in_pool_stack));
+            fputc(')', f);
+        }
+    }
+    fprintf(f, ":\n%sPyTorch serves it from that pool only, which keeps what it takes %s\n",
+            indent, program ? "until the pool is deleted"
+                    : r->in_pool_compiled ? "until the graphs are released (torch._dynamo.reset())"
+                                          : "as long as the graph lives");
 }
 
 /* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
@@ -247,6 +285,8 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
     fputc('\n', f);
     if (r->library)
         library_text(f, s, r, "  ");
+    if (r->in_pool)
+        in_pool_text(f, s, r, "  ");
     /* a program that caught the error (a batch-size search) is told so: the
      * run went on, and the fixes are for the request that failed */
     if (r->allocs_after) {
@@ -331,6 +371,8 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     fputc('\n', f);
     if (r->library)
         library_text(f, s, r, "  ");
+    if (r->in_pool)
+        in_pool_text(f, s, r, "  ");
 
     if (r->total)
         fprintf(f, "device %d: %s, %s free at the OOM\n", r->device, vt__fmt_bytes(r->total, b1),
@@ -365,8 +407,9 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
                     vt__fmt_bytes(r->size, b1), vt__fmt_bytes(r->fit_elsewhere, b2));
     }
     if (r->pools.reserved) {
-        fprintf(f, "  CUDA graph pools       %s of the reserved, %s of it free (%s in wholly free "
-                   "segments)\n", vt__fmt_bytes(r->pools.reserved, b1),
+        fprintf(f, "  %s %s of the reserved, %s of it free (%s in wholly free segments)\n",
+                r->pools.program_made ? "private pools         " : "CUDA graph pools      ",
+                vt__fmt_bytes(r->pools.reserved, b1),
                 vt__fmt_bytes(r->pools.free, b2), vt__fmt_bytes(r->pools.whole, b3));
         graph_pools_text(f, s, r, "    ");
     }
@@ -535,8 +578,19 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
             r->size);
     vt__report_frame_json(f, s, vt__oom_site_frame(s, r->stack));
     fprintf(f, ", \"ooms_recorded\": %zu, \"index\": %zu, \"allocations_after\": %zu"
-               ", \"library\": %s}", r->noom, r->index, r->allocs_after,
+               ", \"library\": %s, \"private_pool\": ", r->noom, r->index, r->allocs_after,
             r->library ? "true" : "false");
+    /* the private pool it was asked into (a CUDA graph's capture, a MemPool) */
+    if (r->in_pool) {
+        fprintf(f, "{\"id\": %" PRIu64 ", \"kind\": \"%s\", \"line\": ", r->in_pool,
+                r->in_pool_compiled ? "compiled_capture" : r->in_pool & 1 ? "program" : "capture");
+        vt__report_frame_json(f, s, r->in_pool_stack ? vt__oom_site_frame(s, r->in_pool_stack)
+                                                     : NULL);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputc('}', f);
     /* an earlier OOM the program caught, whose call still holds memory */
     if (r->held_prev_bytes) {
         const char *site = r->failed_call_name;
@@ -567,9 +621,10 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
                 pool_name(r->groups[i].pool), r->groups[i].stream, r->groups[i].bytes,
                 r->groups[i].pieces, r->groups[i].largest);
     fprintf(f, "], \"graph_pools\": {\"reserved\": %" PRIu64 ", \"free\": %" PRIu64
-               ", \"free_segments\": %" PRIu64 ", \"pools\": %zu, \"compiled\": %s, \"line\": ",
+               ", \"free_segments\": %" PRIu64 ", \"pools\": %zu, \"compiled\": %s, "
+               "\"program_made\": %s, \"line\": ",
             r->pools.reserved, r->pools.free, r->pools.whole, r->pools.pools,
-            r->pools.compiled ? "true" : "false");
+            r->pools.compiled ? "true" : "false", r->pools.program_made ? "true" : "false");
     vt__report_frame_json(f, s, r->pools.stack ? vt__oom_site_frame(s, r->pools.stack) : NULL);
     fprintf(f, "}}, \"outside\": {\"libraries_reserved\": %" PRIu64 ", \"libraries_allocated\": %"
                PRIu64 ", \"uncached\": %" PRIu64 ", \"other\": ", r->outside_reserved,

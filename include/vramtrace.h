@@ -497,6 +497,15 @@ VT_API int vt_pool_observe(const void *pool_code, const void *observer_code);
 VT_API int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size, uint64_t stream,
                          uint64_t aux);
 
+/*! vt_pool_oom() :
+ * vt_pool_event(VT_EV_OOM, device, total, request, stream, free_bytes) for a
+ * request the observed allocator served from a private pool: `pool` the id
+ * its segments carry (VT_POOL_EVENT_PRIVATE's; a CUDA graph's while it is
+ * captured, a torch.cuda.MemPool's), 0 for its default pool.
+ * @return 0. */
+VT_API int vt_pool_oom(int device, uint64_t request, uint64_t free_bytes, uint64_t total,
+                       uint64_t stream, uint64_t pool);
+
 /* vt_pool_event()'s `aux` of a SEGMENT_ALLOC in private pool `id` (nonzero,
  * below 2^56, the same for every segment of that pool): the pool kind in the
  * low byte, the id above it. */

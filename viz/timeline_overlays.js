@@ -151,6 +151,14 @@
     h += '<div class="loc">' + esc(q.line || 'no stack recorded') + '</div>';
     if (q.library) h += '<div class="why">a library\'s own allocation, outside PyTorch\'s cache: the ' + fmtBytes(d.cache_free) +
       ' free in the cache could not serve it (torch.cuda.empty_cache() gives it back)</div>';
+    const askedPool = q.private_pool;   /* asked into a private pool (absent in an older vramtrace's JSON) */
+    if (askedPool) {
+      h += '<div class="why">' + (askedPool.kind === 'program' ? 'asked into a private pool the program made (torch.cuda.MemPool, or a graph_pool_handle() CUDA graphs share)'
+        : 'asked while ' + (askedPool.kind === 'compiled_capture' ? 'torch.compile\'s CUDA graphs were' : 'a CUDA graph was') + ' being captured') +
+        (askedPool.line && askedPool.kind !== 'program' ? ' (captured at <span class="loc">' + esc(askedPool.line) + '</span>)' : '') +
+        ': PyTorch serves it from that pool only, which keeps what it takes ' +
+        (askedPool.kind === 'program' ? 'until the pool is deleted' : askedPool.kind === 'compiled_capture' ? 'until the graphs are released (torch._dynamo.reset())' : 'as long as the graph lives') + '</div>';
+    }
     h += '<div>device: ' + fmtBytes(d.capacity) + (d.total ? '' : ' for this process') + ', ' + fmtBytes(d.free) + ' free at the OOM</div>';
     h += '<div>reserved ' + fmtBytes(d.reserved) + ': ' + fmtBytes(d.allocated) + ' allocated, ' +
       fmtBytes(d.pending_free) + ' pending free, ' + fmtBytes(d.cache_free) + ' free in the cache</div>';
@@ -159,7 +167,11 @@
         fmtBytes(d.largest_free) + '; <b>' + fmtBytes(d.free_in_smaller_pieces) + '</b> in pieces smaller than the request</div>';
     }
     const gp = d.graph_pools;   /* absent in an older vramtrace's JSON */
-    if (gp && gp.reserved) {
+    if (gp && gp.reserved && gp.program_made) {
+      h += '<div class="why">' + fmtBytes(gp.reserved) + ' held by ' + (gp.pools === 1 ? 'a private pool' : 'private pools') + ' the program made' +
+        ' (' + fmtBytes(gp.free) + ' of it free)' + (gp.line ? ', first used at <span class="loc">' + esc(gp.line) + '</span>' : '') +
+        ': PyTorch serves from it only what is asked into it (torch.cuda.MemPool, or CUDA graphs sharing a graph_pool_handle()), and gives it back only once it is deleted</div>';
+    } else if (gp && gp.reserved) {
       h += '<div class="why">' + fmtBytes(gp.reserved) + ' held by ' + (gp.pools === 1 ? 'a CUDA graph\'s private pool' : 'CUDA graphs\' private pools') +
         ' (' + fmtBytes(gp.free) + ' of it free)' + (gp.line ? ', captured at <span class="loc">' + esc(gp.line) + '</span>' : '') +
         ': PyTorch serves from it only what is captured into it, and gives it back only once the graph is deleted</div>';

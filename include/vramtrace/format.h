@@ -43,7 +43,12 @@
  *                    observed framework allocator (PyTorch's, as it reported
  *                    it); in a recording of one (1.13 on), an OOM without it
  *                    is a library's own request that vramtrace's cache
- *                    served outside the framework's (cuBLAS making a handle)
+ *                    served outside the framework's (cuBLAS making a handle).
+ *                    Since 1.15 addr's bits above its low byte,
+ *                    VT_OOM_POOL(addr), name the observed framework's
+ *                    private pool the request was for (a CUDA graph's while
+ *                    it was captured, a torch.cuda.MemPool's: the id its
+ *                    SEGMENT_ALLOCs carry in aux2), 0 for its default pool
  *   MARK             str = label
  *   BAD_FREE         addr = the pointer, aux = VT_BAD_FREE_* reason
  *   PASSTHROUGH      addr/size of a call not cached (managed, host, VMM,
@@ -318,6 +323,10 @@ enum vt_passthrough_call {
  *   graph's pool for the framework's default pool, as before; so does a
  *   reader of an older file), and adds section SEGMENT_POOLS (10): the same
  *   for the segments of the states, which an older reader skips.
+ *   1.15 gives OOM addr the private pool the request was for above its
+ *   flags (VT_OOM_POOL; 0 before), which an older reader ignores (it then
+ *   takes a request made during a CUDA graph's capture for one of the
+ *   default pool, as before; so does a reader of an older file).
  *
  * Header (VT_FILE_HEADER_SIZE = 64 bytes at offset 0)
  *    0  8  magic "\x89VTSNAP\n" (89 56 54 53 4E 41 50 0A)
@@ -468,7 +477,7 @@ enum vt_passthrough_call {
 #define VT_FILE_MAGIC "\x89VTSNAP\n"
 #define VT_FILE_MAGIC_SIZE 8
 #define VT_FORMAT_MAJOR 1
-#define VT_FORMAT_MINOR 14
+#define VT_FORMAT_MINOR 15
 /* the META section's format_version = major << 16 | minor */
 #define VT_FORMAT_VERSION ((VT_FORMAT_MAJOR << 16) | VT_FORMAT_MINOR)
 #define VT_FILE_HEADER_SIZE 64
@@ -526,6 +535,10 @@ enum vt_section_id {
 
 /* OOM addr (format 1.13): the observed framework allocator's own OOM. */
 #define VT_OOM_FRAMEWORK 1ull
+/* OOM addr (format 1.15): the private pool the request was for, above the
+ * flags' byte (0: the default pool), put and read. */
+#define VT_OOM_IN_POOL(id) ((uint64_t)(id) << 8)
+#define VT_OOM_POOL(addr) ((uint64_t)(addr) >> 8)
 
 /* TENSOR_NEW aux2 (format 1.8): not a base tensor's id, see TENSOR_NEW. */
 #define VT_TENSOR_SAVED_ONLY (1ull << 63)

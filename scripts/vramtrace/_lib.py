@@ -191,6 +191,7 @@ _PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     # a framework allocator observed (format 1.6; optional: older libraries lack them)
     "vt_pool_observe": (_int, (_vp, _vp)),
     "vt_pool_event": (_int, (_int, _int, _u64, _u64, _u64, _u64)),
+    "vt_pool_oom": (_int, (_int, _u64, _u64, _u64, _u64, _u64)),
     "vt_pool_unseen": (None, ()),
     "vt_pool_block_at": (_int, (_u64,)),   # optional: older libraries lack it
     # optional: libraries before 2026-12-06 lack them

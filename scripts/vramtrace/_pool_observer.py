@@ -36,7 +36,8 @@ def _build() -> Any:
         include_dirs=_native_build.cuda_include_dirs(),
         ldflags=[f"-L{_native_build.torch_lib_dir()}", "-lc10_cuda"])
     fn = lib.pool_observer_attach
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+                   ctypes.c_size_t]
     fn.restype = ctypes.c_int
     return fn
 
@@ -168,7 +169,7 @@ def attach() -> bool:
             raise RuntimeError(f"its observer could not be built ({last.rstrip('.')})") from exc
         why = ctypes.create_string_buffer(512)
         rc = fn(lib.address("vt_pool_event") or None, lib.address("vt_pool_observe") or None,
-                why, len(why))
+                lib.address("vt_pool_oom") or None, why, len(why))
         if rc == 1:   # no cache of PyTorch's own: nothing hidden from the preload
             why_not = why.value.decode("utf-8", "replace")
             return False

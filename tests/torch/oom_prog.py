@@ -60,6 +60,12 @@
     python oom_prog.py graph_deleted  the same with the graph deleted
                                before the request (fits: PyTorch's retry
                                gives the pool's free segment back)
+    python oom_prog.py graph_capture  the step's capture itself asks 200 MiB
+                               (a buffer made inside the graph): PyTorch
+                               serves it from the graph's private pool,
+                               and the rest of the device cannot hold it
+    python oom_prog.py mem_pool  a torch.cuda.MemPool the program made,
+                               32 MiB asked into it, then 240 MiB
     python oom_prog.py compiled_graphs  a model compiled with
                                torch.compile(backend="cudagraphs") run a few
                                times (its cudagraph trees keep a private
@@ -272,6 +278,28 @@ def _graph(delete: bool, late: bool = False) -> None:
     torch.empty(176 * MIB, dtype=torch.uint8, device="cuda")
 
 
+def graph_capture() -> None:
+    x = torch.randn(4096, 2048, device="cuda")             # 32 MiB
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                           # warm up, as PyTorch's docs do
+        (x * 2).sin() + x
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = (x * 2).sin() + x
+        torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
+    print("captured", y.shape, graph)
+
+
+def mem_pool() -> None:
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        kept = torch.empty(32 * MIB, dtype=torch.uint8, device="cuda")
+        torch.empty(240 * MIB, dtype=torch.uint8, device="cuda")
+    print("pooled", kept.shape)
+
+
 def _compiled_graphs(reset: bool) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
                                 torch.nn.Linear(2048, 1024)).cuda()
@@ -331,6 +359,7 @@ if __name__ == "__main__":
          "library": library, "library_emptied": library_emptied,
          "probe_kept": probe_kept, "graph": graph,
          "graph_deleted": graph_deleted, "graph_late": graph_late,
+         "graph_capture": graph_capture, "mem_pool": mem_pool,
          "compiled_graphs": compiled_graphs,
          "compiled_graphs_reset": compiled_graphs_reset}[sys.argv[1]]()
     except torch.OutOfMemoryError:

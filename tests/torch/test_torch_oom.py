@@ -522,6 +522,41 @@ def test_a_cuda_graphs_private_pool_is_said_and_deleting_the_graph_is_the_verifi
     assert j["replay"]["reproduced"] is True and "delete_graphs" in verified(j), j["fixes"]
 
 
+def test_a_request_made_during_a_graphs_capture_or_into_a_mem_pool_is_said_to_be_so(tmp_path):
+    """oom_prog.py graph_capture: the capture itself asks 200 MiB, which
+    PyTorch serves from the graph's private pool only (its trace entry names
+    the pool, format 1.15). Before, nothing said the request was the
+    capture's, and deleting the graph (the one being captured) was tried as a
+    fix. Now the report says so, with the capture's line; PyTorch's own
+    snapshot of the OOM (its "oom" entry's pool_id) says the same once
+    imported. mem_pool: a torch.cuda.MemPool the program made is named as
+    such, not as a CUDA graph's pool."""
+    snap, err = recorded_oom(tmp_path, "graph_capture")
+    line = line_in(PROG, "y = (x * 2).sin() + x", line_in(PROG, "def graph_capture() -> None:"))
+    assert re.search(r"  asked while a CUDA graph was being captured \(captured at graph_capture "
+                     rf"\S*oom_prog\.py:{line}\b.*\):\n  PyTorch serves it from that pool only, "
+                     r"which keeps what it takes as long as the graph lives", err), err[-3000:]
+    j = oom_json(snap)
+    pool = j["request"]["private_pool"]
+    assert pool["kind"] == "capture" and pool["id"] > 0 and pool["id"] % 2 == 0, pool
+    assert re.match(rf"graph_capture \S*oom_prog\.py:{line}\b", pool["line"]), pool
+    assert "delete_graphs" not in {f["kind"] for f in j["fixes"]}, j["fixes"]
+    pickle_path = str(tmp_path / "capture.pickle")
+    rc, out, err = prog("graph_capture", "", "--torch-snapshot", pickle_path)
+    assert rc == 1 and os.path.exists(pickle_path), err[-3000:]
+    assert oom_json(pickle_path)["request"]["private_pool"]["id"] == pool["id"]
+    # a request of the default pool has none
+    snap, _ = recorded_oom(tmp_path, "big")
+    assert oom_json(snap)["request"]["private_pool"] is None
+    snap, err = recorded_oom(tmp_path, "mem_pool")
+    assert "  asked into a private pool the program made (torch.cuda.MemPool" in err, err[-3000:]
+    j = oom_json(snap)
+    assert j["request"]["private_pool"]["kind"] == "program", j["request"]
+    assert j["device"]["graph_pools"]["program_made"] is True, j["device"]
+    rc, out, _ = run([CLI, "summary", snap])
+    assert rc == 0 and "  private pools the program made: 32 MiB of the reserved now" in out, out
+
+
 def test_torch_compiles_cuda_graphs_pool_is_said_to_be_its_and_a_reset_is_the_verified_fix(
         tmp_path):
     """oom_prog.py compiled_graphs: a model compiled with

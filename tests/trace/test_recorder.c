@@ -803,6 +803,28 @@ TEST(a_private_pools_segments_keep_their_pool_in_the_event_and_the_state)
     vt__snapshot_free(s);
 }
 
+/* vt_pool_oom: the observed allocator's OOM with the private pool the
+ * request was for (format 1.15), kept above the flags of OOM addr through a
+ * file; vt_pool_event's OOM is the default pool's. */
+TEST(an_observed_ooms_private_pool_is_kept_above_its_flags)
+{
+    ASSERT_EQ(vt_pool_observe(dlsym(RTLD_DEFAULT, "strlen"), NULL), 0);
+    ASSERT_EQ(vt_pool_oom(0, 0x200000, 0x100000, 0x4000000, 7, 6), 0);
+    ASSERT_EQ(vt_pool_event(VT_EV_OOM, 0, 0x4000000, 0x200000, 7, 0x100000), 0);
+    vt__snapshot_data *s = build();
+    vt__snapshot_data *r = through_a_file(s);
+    ASSERT_EQ(r->nevents, 2);
+    ASSERT_EQ(r->events[0].kind, VT_EV_OOM);
+    ASSERT_EQ(r->events[0].addr, VT_OOM_FRAMEWORK | VT_OOM_IN_POOL(6));
+    ASSERT_EQ(VT_OOM_POOL(r->events[0].addr), 6);
+    ASSERT_EQ(r->events[0].req_size, 0x200000);
+    ASSERT_EQ(r->events[0].aux, 0x100000);
+    ASSERT_EQ(r->events[1].addr, VT_OOM_FRAMEWORK);
+    ASSERT_EQ(VT_OOM_POOL(r->events[1].addr), 0);
+    vt__snapshot_free(r);
+    vt__snapshot_free(s);
+}
+
 /* vt_pool_block_at: whether memory is a block of the observed allocator
  * (track() declares a device storage that is not, a CUDA IPC handle's
  * mapping, as external). Unknown before the first block; a block's start

@@ -792,6 +792,18 @@ const tests = {
       check(!text.includes('not verified') && !text.includes('no fix is verified'), text);
       await graphPoolsInTheSegmentsPlot(page);
     });
+    // a request made during that graph's capture (format 1.15): said so,
+    // and deleting the graph being captured is no fix
+    const captureSnap = join(artifacts, 'oom_graph_capture.vtsnap');
+    const captureHtml = join(artifacts, 'oom_graph_capture.html');
+    execFileSync(process.env.VT_GEN, ['oom_graph_capture', captureSnap], { stdio: 'pipe' });
+    viz(captureSnap, captureHtml);
+    await withPage(captureHtml, async (page) => {
+      const text = await page.evaluate(() => window.__vt.oomPanelText());
+      check(/asked while a CUDA graph was being captured \(captured at [^)]*capture_step/.test(text) &&
+        text.includes('which keeps what it takes as long as the graph lives'), 'the panel lacks the capture: ' + text);
+      check(!text.includes('delete the CUDA graph before it'), text);
+    });
     // the same pool on a page without an OOM (the streamed render's)
     const poolSnap = join(artifacts, 'graph.vtsnap'), poolHtml = join(artifacts, 'graph.html');
     execFileSync(process.env.VT_GEN, ['graph', poolSnap], { stdio: 'pipe' });

@@ -34,6 +34,8 @@
  *       PyTorch observed on a 256 MiB device: a CUDA graph's private pool
  *       keeps 64 MiB (32 MiB of it a free segment) when 176 MiB is asked:
  *       deleting the graph is the fix. `graph`: the same without the OOM.
+ *       `oom_graph_capture`: the 176 MiB asked during that graph's capture
+ *       (into its pool, format 1.15).
  *   gen_snapshot run OUT.vtsnap [LOGITS_BYTES]
  *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
  *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
@@ -641,7 +643,8 @@ static void generate_edge(const char *kind)
         o->stack = st_big;
         o->aux = 256 * MiB - res;   /* the device's free bytes */
         o->aux2 = res;              /* reserved by the cache */
-    } else if (!strcmp(kind, "oom_graph") || !strcmp(kind, "graph")) {
+    } else if (!strcmp(kind, "oom_graph") || !strcmp(kind, "graph") ||
+               !strcmp(kind, "oom_graph_capture")) {
         /* PyTorch observed on a 256 MiB device: a 32 MiB tensor in its
          * default pool, a step captured in a CUDA graph whose private pool
          * (SEGMENT_ALLOC aux2, format 1.14) keeps two 32 MiB segments, one
@@ -657,7 +660,7 @@ static void generate_edge(const char *kind)
             g->addr = base + (uint64_t)s * seg;
             g->size = seg;
             g->aux = VT_POOL_LARGE;
-            g->aux2 = s ? 5 : 0;   /* the graph's pool */
+            g->aux2 = s ? 6 : 0;   /* the graph's pool (even: a graph's own, {3, 0}) */
             g->stack = s ? st_cap : st_x;
             alloc_at(g->addr, seg, s ? st_cap : st_x);
             S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;
@@ -668,6 +671,8 @@ static void generate_edge(const char *kind)
         vt__event *o = ev(VT_EV_OOM);
         o->req_size = o->size = 176 * MiB;
         o->addr = VT_OOM_FRAMEWORK;     /* PyTorch's own request */
+        if (!strcmp(kind, "oom_graph_capture"))
+            o->addr |= VT_OOM_IN_POOL(6);   /* asked during the capture */
         o->stack = st_big;
         o->aux = 256 * MiB - 3 * seg;   /* the device's free bytes */
         o->aux2 = 3 * seg;              /* reserved by the cache */
@@ -793,7 +798,7 @@ done:
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "oom_leak", "oom_graph", "graph", "run",
+                                         "python", "oom", "oom_leak", "oom_graph", "oom_graph_capture", "graph", "run",
                                          "observed",
                                          "by_hand", "paused" };
     int known = 0;

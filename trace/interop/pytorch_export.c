@@ -206,6 +206,8 @@ void vt__pt_event(vt__pickle_writer *w, const vt__snapshot_data *s, const vt__ev
         put_key_u64(w, "stream", e->stream);
         put_key_u64(w, "time_us", wall_us(s, e->time_ns));
         put_frames(w, s, e->stack);
+        if (VT_OOM_POOL(e->addr))   /* asked into a private pool (1.15) */
+            put_pool_id(w, "pool_id", VT_OOM_POOL(e->addr));
         vt__pw_dict_end(w);
         break;
     default:

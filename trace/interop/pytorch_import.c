@@ -186,7 +186,8 @@ uint32_t vt__pt_ref_of(const vt__pickle *p, const vt__pv *v)
  * then time_ns holds time_us, seq the position of the entry in its list
  * (or among the annotations), stack and str the frames and user_metadata
  * values (vt__pt_ref_of), aux the kind's argument (a segment's: its private
- * pool, from pool_id), and aux2 is 1 for an annotation
+ * pool, from pool_id; an OOM's: the device's free bytes, its addr the pool
+ * it was asked into), and aux2 is 1 for an annotation
  * (str then its dict). @return 0 when `en` is no trace entry. */
 int vt__pt_read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
 {
@@ -210,6 +211,9 @@ int vt__pt_read_entry(const vt__pickle *p, const vt__pv *en, vt__event *e)
     if (e->kind == VT_EV_OOM) {
         const vt__pv *df = vt__pickle_get(p, en, "device_free");
         e->aux = vt__pickle_u64(df ? df : vt__pickle_get(p, en, "addr"), 0);
+        /* the private pool it was asked into (a graph's capture): format
+         * 1.15's addr (its "addr" is the device's free bytes again) */
+        e->addr = VT_OOM_IN_POOL(private_pool_id(p, vt__pickle_get(p, en, "pool_id")));
     } else if (e->kind == VT_EV_MARK) {
         e->aux = vt__pickle_str_is(action, "snapshot");
     } else if (e->kind == VT_EV_SEGMENT_ALLOC) {
@@ -330,8 +334,7 @@ int vt__pt_finish_event(struct imp *im, vt__event *e)
         break;
     case VT_EV_OOM:
         e->req_size = size;
-        e->addr = 0;
-        break;
+        break;   /* addr: its private pool, read with the entry (1.15) */
     case VT_EV_MARK:
         if (e->aux)
             rc = vt__pt_intern_c(&im->b, "torch snapshot", &e->str);

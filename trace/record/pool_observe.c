@@ -111,6 +111,19 @@ void vt__pool_add_devices(vt__snapshot_data *s)
     }
 }
 
+/* The observed allocator's OOM: `total` the device's memory (0: not known),
+ * `pool` the private pool the request was for (format 1.15), 0: its default. */
+static VT_REC_TEXT void record_oom(int device, uint64_t request, uint64_t free_bytes,
+                                   uint64_t total, uint64_t stream, uint64_t pool)
+{
+    if (total && device >= 0 && device < POOL_MAX_DEVICES)
+        atomic_store_explicit(&pool_total[device], total, memory_order_relaxed);
+    vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = request,
+              .size = request, .stack = vt__stack_capture(), .aux = free_bytes,
+              .addr = VT_OOM_FRAMEWORK | VT_OOM_IN_POOL(pool));
+    vt__trace_out_of_memory();
+}
+
 /* Only the kinds an allocator's life has; each with the stack a view shows
  * for it (the allocation's, the free's, the growth's, the failed request's). */
 VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size,
@@ -166,14 +179,17 @@ VT_REC_TEXT int vt_pool_event(int kind, int device, uint64_t addr, uint64_t size
         vt__trace(.kind = VT_EV_EMPTY_CACHE, .device = device, .stack = vt__stack_capture());
         return 0;
     case VT_EV_OOM:
-        if (addr && device >= 0 && device < POOL_MAX_DEVICES)   /* the device's total */
-            atomic_store_explicit(&pool_total[device], addr, memory_order_relaxed);
-        vt__trace(.kind = VT_EV_OOM, .device = device, .stream = stream, .req_size = size,
-                  .size = size, .stack = vt__stack_capture(), .aux = aux,
-                  .addr = VT_OOM_FRAMEWORK);
-        vt__trace_out_of_memory();
+        record_oom(device, size, aux, addr, stream, 0);
         return 0;
     default:
         return -EINVAL;
     }
+}
+
+VT_REC_TEXT int vt_pool_oom(int device, uint64_t request, uint64_t free_bytes, uint64_t total,
+                            uint64_t stream, uint64_t pool)
+{
+    if (vt__rec_on())
+        record_oom(device, request, free_bytes, total, stream, pool);
+    return 0;
 }

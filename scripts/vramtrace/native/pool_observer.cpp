@@ -56,6 +56,8 @@ using TraceEntry = torch_allocator_names::TraceEntry;
 using pool_event_fn = int (*)(int kind, int device, uint64_t addr, uint64_t size,
                               uint64_t stream, uint64_t aux);
 using pool_observe_fn = int (*)(const void *pool_code, const void *observer_code);
+using pool_oom_fn = int (*)(int device, uint64_t request, uint64_t free_bytes, uint64_t total,
+                            uint64_t stream, uint64_t pool);
 
 // Event kinds and pools of vramtrace/format.h (values fixed by the format).
 enum : int { EV_ALLOC = 1, EV_FREE_REQUESTED = 2, EV_FREE_COMPLETED = 3,
@@ -64,6 +66,7 @@ enum : uint64_t { POOL_SMALL = 0, POOL_LARGE = 1 };
 constexpr uint64_t kSmallSegment = 2u << 20;   // PyTorch's small-pool segment size
 
 pool_event_fn record = nullptr;
+pool_oom_fn record_oom = nullptr;   // nullptr: an older libvramtrace, OOMs by `record`
 bool attached = false;
 
 // The first of `divisions` equal steps between the powers of two around
@@ -267,7 +270,13 @@ void on_entry(const TraceEntry &e)
             (void)cudaGetLastError();   // leave no error for PyTorch to find
             dtotal = 0;
         }
-        fn(EV_OOM, dev, static_cast<uint64_t>(dtotal), size, stream, addr);
+        // and the pool the request was for: during a CUDA graph's capture
+        // PyTorch's entry names the graph's private pool (seen on 2.14:
+        // torch.cuda.memory._snapshot()'s "oom" entry, pool_id (1, 0))
+        if (pool_oom_fn oom = record_oom)
+            oom(dev, size, addr, static_cast<uint64_t>(dtotal), stream, private_pool(e));
+        else
+            fn(EV_OOM, dev, static_cast<uint64_t>(dtotal), size, stream, addr);
         break;
     }
     default:   // SNAPSHOT, ANNOTATE: nothing allocated
@@ -284,12 +293,13 @@ void put_why(char *why, size_t len, const std::string &s)
 }  // namespace
 
 // Attach to PyTorch's CUDA caching allocator (after CUDA's lazy
-// initialization: the per-device allocators must exist). `event` and
-// `observe` are the addresses of vramtrace's vt_pool_event and
-// vt_pool_observe. Returns 0; 1 when PyTorch uses another allocator than its
-// caching one (nothing to observe: `why` says which); -1 with the reason in
-// `why` when attaching failed.
-extern "C" int pool_observer_attach(void *event, void *observe, char *why, size_t len)
+// initialization: the per-device allocators must exist). `event`, `observe`
+// and `oom` are the addresses of vramtrace's vt_pool_event, vt_pool_observe
+// and vt_pool_oom (NULL: an older library without it). Returns 0; 1 when
+// PyTorch uses another allocator than its caching one (nothing to observe:
+// `why` says which); -1 with the reason in `why` when attaching failed.
+extern "C" int pool_observer_attach(void *event, void *observe, void *oom, char *why,
+                                    size_t len)
 {
     if (attached)
         return 0;
@@ -324,6 +334,8 @@ extern "C" int pool_observer_attach(void *event, void *observe, char *why, size_
             return -1;
         }
         std::memcpy(&record, &event, sizeof record);
+        if (oom)
+            std::memcpy(&record_oom, &oom, sizeof record_oom);
         alloc::attachAllocatorTraceTracker(on_entry);
         attached = true;
         return 0;
