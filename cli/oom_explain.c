@@ -901,7 +901,10 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     for (size_t i = 0; r->in_pool && !r->in_pool_stack && i < r->event; i++)
         if (s->events[i].kind == VT_EV_SEGMENT_ALLOC && s->events[i].aux2 == r->in_pool)
             r->in_pool_stack = s->events[i].stack;
-    r->in_pool_compiled = r->in_pool_stack && captured_by_compile(s, r->in_pool_stack);
+    r->in_pool_kind = !r->in_pool ? VT__OOM_POOL_DEFAULT
+                      : r->in_pool_stack && captured_by_compile(s, r->in_pool_stack)
+                          ? VT__OOM_POOL_COMPILED
+                      : r->in_pool & 1 ? VT__OOM_POOL_PROGRAM : VT__OOM_POOL_CAPTURE;
     r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
                  || !strncmp(vt__snapshot_string(s, s->meta.library_version), "pytorch", 7);
     const vt__snap_device *di = vt__report_device(s, r->device);

@@ -87,6 +87,16 @@ typedef struct vt__graph_pools {
                                   graph's own nor torch.compile's */
 } vt__graph_pools;
 
+/* What a private pool a request was asked into is. */
+enum vt__oom_pool_kind {
+    VT__OOM_POOL_DEFAULT = 0,  /* none: the default pool */
+    VT__OOM_POOL_CAPTURE,      /* a CUDA graph's, while it was captured (an even id) */
+    VT__OOM_POOL_COMPILED,     /* torch.compile's CUDA graphs' (a capture through its
+                                  cudagraph trees, which share a graph_pool_handle()) */
+    VT__OOM_POOL_PROGRAM,      /* one the program made (an odd id: torch.cuda.MemPool,
+                                  graph_pool_handle()) */
+};
+
 enum vt__oom_fix_kind {
     VT__OOM_FIX_SETTING = 0,   /* an allocator setting (conf: its key:value) */
     VT__OOM_FIX_FREE_FLAGGED,  /* the flagged storages freed at their last use */
@@ -142,12 +152,11 @@ typedef struct vt__oom_report {
                                   cached memory could not serve it */
     uint32_t stack;
     /* the private pool the request was for (format 1.15), 0: the default
-     * pool: a CUDA graph's while it was captured (an even id), or one the
-     * program made (odd: torch.cuda.MemPool, graph_pool_handle()) */
+     * pool; what it is (enum vt__oom_pool_kind) */
     uint64_t in_pool;
+    uint8_t in_pool_kind;
     uint32_t in_pool_stack;    /* where that pool's first segment was made (the capture's
                                   line), 0: none recorded */
-    bool in_pool_compiled;     /* that capture was torch.compile's (its cudagraph trees) */
     bool pytorch;              /* PyTorch's allocator (observed or imported) */
     /* the device at the OOM */
     uint64_t total;            /* device memory as recorded, 0: not recorded */

@@ -197,6 +197,17 @@ static void library_text(FILE *f, const vt__snapshot_data *s, const vt__oom_repo
             indent, vt__fmt_bytes(r->cache_free, b1), indent);
 }
 
+/* " (captured at LINE)": where a private pool began, `how`, where its
+ * stack is known (0: nothing). */
+static void pool_line(FILE *f, const vt__snapshot_data *s, const char *how, uint32_t stack)
+{
+    if (!stack)
+        return;
+    fprintf(f, " (%s ", how);
+    site_text(f, s, vt__oom_site_frame(s, stack));
+    fputc(')', f);
+}
+
 /* The memory of CUDA graphs' private pools (r->pools.reserved): whose it
  * is, and why the request could not use its free bytes. */
 static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r,
@@ -207,11 +218,7 @@ static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_
         fprintf(f, "%s%s is held by %s the program made", indent,
                 vt__fmt_bytes(r->pools.reserved, b1),
                 r->pools.pools == 1 ? "a private pool" : "private pools");
-        if (r->pools.stack) {
-            fputs(" (first used at ", f);
-            site_text(f, s, vt__oom_site_frame(s, r->pools.stack));
-            fputc(')', f);
-        }
+        pool_line(f, s, "first used at", r->pools.stack);
         fprintf(f, ":\n%sPyTorch serves from it only what is asked into it (torch.cuda.MemPool, "
                    "or CUDA graphs sharing a graph_pool_handle()), and gives it back only once "
                    "it is deleted\n", indent);
@@ -225,11 +232,7 @@ static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_
                 vt__fmt_bytes(r->pools.reserved, b1),
                 r->pools.pools == 1 ? "a" : "the", r->pools.pools == 1 ? "'s" : "s'",
                 r->pools.pools == 1 ? "" : "s");
-    if (r->pools.stack) {
-        fputs(" (captured at ", f);
-        site_text(f, s, vt__oom_site_frame(s, r->pools.stack));
-        fputc(')', f);
-    }
+    pool_line(f, s, "captured at", r->pools.stack);
     fprintf(f, ":\n%sPyTorch serves from it only what is captured into it, and gives it back only"
                " once %s\n", indent,
             r->pools.compiled ? "the graphs are released (torch._dynamo.reset())"
@@ -241,23 +244,21 @@ static void graph_pools_text(FILE *f, const vt__snapshot_data *s, const vt__oom_
 static void in_pool_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r,
                          const char *indent)
 {
-    bool program = (r->in_pool & 1) && !r->in_pool_compiled;   /* the trees share one */
-    if (program) {
+    int kind = r->in_pool_kind;
+    if (kind == VT__OOM_POOL_PROGRAM) {
         fprintf(f, "%sasked into a private pool the program made (torch.cuda.MemPool, or a "
                    "graph_pool_handle() CUDA graphs share)", indent);
     } else {
-        fprintf(f, "%sasked while %s being captured", indent,
-                r->in_pool_compiled ? "torch.compile's CUDA graphs were" : "a CUDA graph was");
-        if (r->in_pool_stack) {
-            fputs(" (captured at ", f);
-            site_text(f, s, vt__oom_site_frame(s, r->in_pool_stack));
-            fputc(')', f);
-        }
+        fprintf(f, "%sasked while %s being captured", indent, kind == VT__OOM_POOL_COMPILED
+                                                                  ? "torch.compile's CUDA graphs were"
+                                                                  : "a CUDA graph was");
+        pool_line(f, s, "captured at", r->in_pool_stack);
     }
     fprintf(f, ":\n%sPyTorch serves it from that pool only, which keeps what it takes %s\n",
-            indent, program ? "until the pool is deleted"
-                    : r->in_pool_compiled ? "until the graphs are released (torch._dynamo.reset())"
-                                          : "as long as the graph lives");
+            indent, kind == VT__OOM_POOL_PROGRAM ? "until the pool is deleted"
+                    : kind == VT__OOM_POOL_COMPILED
+                        ? "until the graphs are released (torch._dynamo.reset())"
+                        : "as long as the graph lives");
 }
 
 /* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
@@ -582,8 +583,11 @@ void vt__oom_write_json(FILE *f, const char *path, const vt__snapshot_data *s,
             r->library ? "true" : "false");
     /* the private pool it was asked into (a CUDA graph's capture, a MemPool) */
     if (r->in_pool) {
+        static const char *const kinds[] = { [VT__OOM_POOL_CAPTURE] = "capture",
+                                             [VT__OOM_POOL_COMPILED] = "compiled_capture",
+                                             [VT__OOM_POOL_PROGRAM] = "program" };
         fprintf(f, "{\"id\": %" PRIu64 ", \"kind\": \"%s\", \"line\": ", r->in_pool,
-                r->in_pool_compiled ? "compiled_capture" : r->in_pool & 1 ? "program" : "capture");
+                kinds[r->in_pool_kind]);
         vt__report_frame_json(f, s, r->in_pool_stack ? vt__oom_site_frame(s, r->in_pool_stack)
                                                      : NULL);
         fputc('}', f);

@@ -258,7 +258,7 @@ def library_emptied() -> None:
     _library(empty=True)
 
 
-def _graph(delete: bool, late: bool = False) -> None:
+def _graph(delete: bool, late: bool = False, ask_in_capture: bool = False) -> None:
     x = torch.randn(4096, 2048, device="cuda")             # 32 MiB
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -268,6 +268,8 @@ def _graph(delete: bool, late: bool = False) -> None:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         y = (x * 2).sin() + x                               # GRAPH_LINE
+        if ask_in_capture:                                  # served from the graph's pool
+            torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
     graph.replay()
     print("replayed", float(y[0, 0]) == float((x[0, 0] * 2).sin() + x[0, 0]))
     for _ in range(200 if late else 0):
@@ -276,20 +278,6 @@ def _graph(delete: bool, late: bool = False) -> None:
     if delete:
         del graph
     torch.empty(176 * MIB, dtype=torch.uint8, device="cuda")
-
-
-def graph_capture() -> None:
-    x = torch.randn(4096, 2048, device="cuda")             # 32 MiB
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):                           # warm up, as PyTorch's docs do
-        (x * 2).sin() + x
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = (x * 2).sin() + x
-        torch.empty(200 * MIB, dtype=torch.uint8, device="cuda")
-    print("captured", y.shape, graph)
 
 
 def mem_pool() -> None:
@@ -332,6 +320,10 @@ def graph_late() -> None:
 
 def graph_deleted() -> None:
     _graph(delete=True)
+
+
+def graph_capture() -> None:
+    _graph(delete=False, ask_in_capture=True)
 
 
 def retry() -> None:
