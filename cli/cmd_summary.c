@@ -232,14 +232,13 @@ static void graph_pools_now(const vt__snapshot_data *s, const vt__timeline *tl, 
     if (!tl->nevents || vt__oom_graph_pools(s, tl, dev, tl->nevents - 1, &p) || !p.reserved)
         return;   /* none (or no memory for the line: it is left out) */
     char b1[32], b2[32];
-    if (p.program_made)   /* torch.cuda.MemPool, graph_pool_handle() */
-        printf("  private pools the program made: %s of the reserved now, %s of it free: "
-               "served only to what is asked into them (given back once they are deleted)\n",
-               vt__fmt_bytes(p.reserved, b1), vt__fmt_bytes(p.free, b2));
-    else
-        printf("  CUDA graph pools: %s of the reserved now, %s of it free: kept for the graphs' "
-               "replays, no other request's (given back once the graphs are deleted)\n",
-               vt__fmt_bytes(p.reserved, b1), vt__fmt_bytes(p.free, b2));
+    bool own = p.program_made;   /* torch.cuda.MemPool, graph_pool_handle() */
+    printf("  %s: %s of the reserved now, %s of it free: %s (given back once %s deleted)\n",
+           own ? "private pools the program made" : "CUDA graph pools",
+           vt__fmt_bytes(p.reserved, b1), vt__fmt_bytes(p.free, b2),
+           own ? "served only to what is asked into them"
+               : "kept for the graphs' replays, no other request's",
+           own ? "they are" : "the graphs are");
 }
 
 static void print_summary(const char *path, const vt__snapshot_data *s, const vt__timeline *tl)

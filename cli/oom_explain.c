@@ -244,6 +244,18 @@ static bool captured_by_compile(const vt__snapshot_data *s, uint32_t id)
     return false;
 }
 
+/* Pool `id`'s index in out->ids, added there when `add` and not seen yet
+ * (up to VT__OOM_PRIVATE_IDS); out->pools when not there. */
+static size_t pool_index(vt__graph_pools *out, uint64_t id, bool add)
+{
+    size_t p = 0;
+    while (p < out->pools && out->ids[p] != id)
+        p++;
+    if (add && p == out->pools && p < VT__OOM_PRIVATE_IDS)
+        out->ids[out->pools++] = id;
+    return p;
+}
+
 int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int device, size_t k,
                         vt__graph_pools *out)
 {
@@ -258,7 +270,6 @@ int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int 
     seg_at *segs = malloc(n * sizeof *segs);
     if (!segs)
         return -ENOMEM;
-    uint64_t ids[VT__OOM_PRIVATE_IDS];
     n = 0;
     for (size_t i = 0; i < tl->nsegments; i++) {
         const vt__segment_span *g = &tl->segments[i];
@@ -267,14 +278,10 @@ int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int 
         segs[n++] = (seg_at){ .addr = g->addr, .size = g->size, .private_pool = g->private_pool,
                               .device = g->device };
         out->reserved += g->size;
-        size_t p = 0;   /* a pool not seen yet is counted (up to VT__OOM_PRIVATE_IDS) */
-        while (p < out->pools && ids[p] != g->private_pool)
-            p++;
-        if (p == out->pools && p < VT__OOM_PRIVATE_IDS)
-            ids[out->pools++] = g->private_pool;
+        size_t p = pool_index(out, g->private_pool, true);
         /* where the capture ran: its segment's stack (a whole snapshot's events) */
-        if (!out->stack && g->alloc_event != VT_TL_NONE && s->events)
-            out->stack = s->events[g->alloc_event].stack;
+        if (p < out->pools && !out->stacks[p] && g->alloc_event != VT_TL_NONE && s->events)
+            out->stacks[p] = s->events[g->alloc_event].stack;
     }
     qsort(segs, n, sizeof *segs, cmp_seg);
     uint64_t occupied = 0;
@@ -287,16 +294,20 @@ int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int 
             continue;
         segs[g].used = 1;
         occupied += l->size;
-        if (!out->stack)   /* the ring overwrote the capture's events: a block of it */
-            out->stack = l->alloc_stack;
+        size_t p = pool_index(out, segs[g].private_pool, false);
+        if (p < out->pools && !out->stacks[p])   /* the ring overwrote the capture's events */
+            out->stacks[p] = l->alloc_stack;
     }
     for (size_t i = 0; i < n; i++)
         if (!segs[i].used)
             out->whole += segs[i].size;
     /* (torch.compile's cudagraph trees share a graph_pool_handle(): theirs) */
     out->program_made = out->pools > 0;
-    for (size_t p = 0; p < out->pools; p++)
-        out->program_made = out->program_made && (ids[p] & 1);
+    for (size_t p = 0; p < out->pools; p++) {
+        out->program_made = out->program_made && (out->ids[p] & 1);
+        if (!out->stack)
+            out->stack = out->stacks[p];
+    }
     free(segs);
     out->free = out->reserved > occupied ? out->reserved - occupied : 0;
     out->compiled = out->stack && captured_by_compile(s, out->stack);
@@ -664,10 +675,10 @@ static int replays(const vt__snapshot_data *s, const vt__timeline *tl, vt__oom_r
                  " to the device)", vt__fmt_bytes(r->cache_free, b1));
         opts[n++] = (vt__replay_options){ .capacity = cap, .empty_cache_at = r->event + 1 };
     }
-    /* not where the only pool is the one the request was captured into
-     * (it has a segment: it is among them): that graph cannot be deleted
-     * before its own capture */
-    if (r->pools.whole && !r->library && !(r->in_pool_stack && r->pools.pools == 1)) {
+    /* not where the only pool is the one the request was asked into: that
+     * graph cannot be deleted before its own capture */
+    bool only_its_own = r->in_pool && r->pools.pools == 1 && r->pools.ids[0] == r->in_pool;
+    if (r->pools.whole && !r->library && !only_its_own) {
         /* a CUDA graph's pool is PyTorch's to give back only once the graph
          * is gone: then the retry inside the failed request releases it */
         char b1[32];
@@ -895,16 +906,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
     r->device_free = e->aux;
     r->baseline_oom_event = SIZE_MAX;
     r->library = vt__snapshot_oom_outside_framework(s, e);
-    /* asked into a private pool: a CUDA graph's capture, a MemPool; where
-     * the pool began, its first segment's line */
-    r->in_pool = r->library ? 0 : VT_OOM_POOL(e->addr);
-    for (size_t i = 0; r->in_pool && !r->in_pool_stack && i < r->event; i++)
-        if (s->events[i].kind == VT_EV_SEGMENT_ALLOC && s->events[i].aux2 == r->in_pool)
-            r->in_pool_stack = s->events[i].stack;
-    r->in_pool_kind = !r->in_pool ? VT__OOM_POOL_DEFAULT
-                      : r->in_pool_stack && captured_by_compile(s, r->in_pool_stack)
-                          ? VT__OOM_POOL_COMPILED
-                      : r->in_pool & 1 ? VT__OOM_POOL_PROGRAM : VT__OOM_POOL_CAPTURE;
+    r->in_pool = r->library ? 0 : VT_OOM_POOL(e->addr);   /* asked into a private pool */
     r->pytorch = (s->meta.flags & VT_META_POOL_OBSERVED)
                  || !strncmp(vt__snapshot_string(s, s->meta.library_version), "pytorch", 7);
     const vt__snap_device *di = vt__report_device(s, r->device);
@@ -915,6 +917,14 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
         rc = vt__oom_graph_pools(s, tl, r->device, r->event, &r->pools);
     if (rc)
         goto fail;
+    /* the request's pool among them (none before its first segment): where
+     * it began, and what it is */
+    size_t in = pool_index(&r->pools, r->in_pool, false);
+    r->in_pool_stack = r->in_pool && in < r->pools.pools ? r->pools.stacks[in] : 0;
+    r->in_pool_kind = !r->in_pool ? VT__OOM_POOL_DEFAULT
+                      : r->in_pool_stack && captured_by_compile(s, r->in_pool_stack)
+                          ? VT__OOM_POOL_COMPILED
+                      : r->in_pool & 1 ? VT__OOM_POOL_PROGRAM : VT__OOM_POOL_CAPTURE;
     uint64_t held = r->reserved + r->outside_reserved + r->passthrough;
     if (r->total) {
         r->other = r->total > held + r->device_free ? r->total - held - r->device_free : 0;

@@ -79,8 +79,11 @@ typedef struct vt__graph_pools {
     uint64_t free;             /* of it, what no block occupies */
     uint64_t whole;            /* in segments wholly free: what deleting the graphs gives back */
     size_t pools;              /* how many (told apart up to VT__OOM_PRIVATE_IDS) */
-    uint32_t stack;            /* where the first was captured: its segment's stack (a
-                                  whole snapshot's), else a block's alive in it; 0: none */
+    uint64_t ids[VT__OOM_PRIVATE_IDS];      /* theirs (format 1.14's private pool ids) */
+    uint32_t stacks[VT__OOM_PRIVATE_IDS];   /* where each was captured: its first segment's
+                                               stack (a whole snapshot's), else a block's
+                                               alive in it; 0: none */
+    uint32_t stack;            /* the first of those known; 0: none */
     bool compiled;             /* that capture was torch.compile's (its cudagraph trees) */
     bool program_made;         /* every one of them the program made (an odd id:
                                   torch.cuda.MemPool, graph_pool_handle()), none a
@@ -155,8 +158,8 @@ typedef struct vt__oom_report {
      * pool; what it is (enum vt__oom_pool_kind) */
     uint64_t in_pool;
     uint8_t in_pool_kind;
-    uint32_t in_pool_stack;    /* where that pool's first segment was made (the capture's
-                                  line), 0: none recorded */
+    uint32_t in_pool_stack;    /* where that pool was captured (pools.stacks), 0: not
+                                  known (or no segment of it yet) */
     bool pytorch;              /* PyTorch's allocator (observed or imported) */
     /* the device at the OOM */
     uint64_t total;            /* device memory as recorded, 0: not recorded */

@@ -288,7 +288,8 @@ int vt__check_report_write_json(FILE *f, const vt__check_report *r, const vt__sn
                ",\"total_byte_seconds\":",
             r->nmarks, r->quiet_steps, r->nstorages, r->ntensors, r->nholders, r->nrefs,
             r->nignored,
-            r->nhost_skipped, r->ngrowth_replaced, s->meta.events_overwritten, r->start_time_ns, r->end_time_ns,
+            r->nhost_skipped, r->ngrowth_replaced, s->meta.events_overwritten, r->start_time_ns,
+            r->end_time_ns,
             r->total_bytes, r->total_held_bytes);
     json_num(f, r->total_byte_seconds);
     fprintf(f, ",\"findings\":[");
