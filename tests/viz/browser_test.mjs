@@ -766,11 +766,7 @@ const tests = {
       await shot(page, 'oom');
     });
     // a line that kept memory step after step before the OOM: said on its line
-    const leakSnap = join(artifacts, 'oom_leak.vtsnap');
-    const leakHtml = join(artifacts, 'oom_leak.html');
-    execFileSync(process.env.VT_GEN, ['oom_leak', leakSnap], { stdio: 'pipe' });
-    viz(leakSnap, leakHtml);
-    await withPage(leakHtml, async (page) => {
+    await withPage(makePage('oom_leak', false, 'oom_leak'), async (page) => {
       const text = await page.evaluate(() => window.__vt.oomPanelText());
       for (const want of ['keep_activation', 'check: never freed, 13 allocations',
         'piled up before the OOM: a fix for this request only moves the OOM later while it grows']) {
@@ -779,11 +775,7 @@ const tests = {
     });
     // a CUDA graph's private pool: said apart from the cache, with its
     // capture's line, and deleting the graph the verified fix
-    const graphSnap = join(artifacts, 'oom_graph.vtsnap');
-    const graphHtml = join(artifacts, 'oom_graph.html');
-    execFileSync(process.env.VT_GEN, ['oom_graph', graphSnap], { stdio: 'pipe' });
-    viz(graphSnap, graphHtml);
-    await withPage(graphHtml, async (page) => {
+    await withPage(makePage('oom_graph', false, 'oom_graph'), async (page) => {
       const text = await page.evaluate(() => window.__vt.oomPanelText());
       for (const want of ['64.0 MiB held by a CUDA graph\'s private pool (32.0 MiB of it free), captured at',
         'capture_step', '0 B free in the cache', 'delete the CUDA graph before it']) {
@@ -794,21 +786,14 @@ const tests = {
     });
     // a request made during that graph's capture (format 1.15): said so,
     // and deleting the graph being captured is no fix
-    const captureSnap = join(artifacts, 'oom_graph_capture.vtsnap');
-    const captureHtml = join(artifacts, 'oom_graph_capture.html');
-    execFileSync(process.env.VT_GEN, ['oom_graph_capture', captureSnap], { stdio: 'pipe' });
-    viz(captureSnap, captureHtml);
-    await withPage(captureHtml, async (page) => {
+    await withPage(makePage('oom_graph_capture', false, 'oom_graph_capture'), async (page) => {
       const text = await page.evaluate(() => window.__vt.oomPanelText());
       check(/asked while a CUDA graph was being captured \(captured at [^)]*capture_step/.test(text) &&
         text.includes('which keeps what it takes as long as the graph lives'), 'the panel lacks the capture: ' + text);
       check(!text.includes('delete the CUDA graph before it'), text);
     });
     // the same pool on a page without an OOM (the streamed render's)
-    const poolSnap = join(artifacts, 'graph.vtsnap'), poolHtml = join(artifacts, 'graph.html');
-    execFileSync(process.env.VT_GEN, ['graph', poolSnap], { stdio: 'pipe' });
-    viz(poolSnap, poolHtml);
-    await withPage(poolHtml, graphPoolsInTheSegmentsPlot);
+    await withPage(makePage('graph', false, 'graph'), graphPoolsInTheSegmentsPlot);
     // a page without an OOM has no panel (nor a pool's legend: no pool)
     const plain = makePage('oom_none', false);
     await withPage(plain, async (page) => {
