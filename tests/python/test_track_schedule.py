@@ -203,6 +203,34 @@ def test_stack_cache_keeps_the_codes_of_its_keys_alive():
         assert lib.stacks[sid - 1][0][1].startswith("/nowhere/other")
 
 
+def test_a_value_rebuilt_larger_from_itself_is_walked_though_used_every_step(fake):
+    """`kept = torch.cat([kept, x])` each step: the line's value is used
+    every step, never stale, so no mark walked it and a growth finding on it
+    named no holder; made by an op that read the line's own smaller value
+    (StorageRec.regrown), it is walked all the same. A value rebuilt from
+    itself at its size (an average) and one made afresh larger each step
+    (a length curriculum's batch) are neither marked nor walked."""
+    w = torch.ones(4)
+    with vtt.track(walk_fraction=None) as tr:
+        kept = torch.zeros(0)
+        ema = torch.zeros(4)
+        for i in range(8):
+            vtt.mark(f"iteration {i}")
+            kept = torch.cat([kept, w * i])
+            ema = ema * 0.5 + w
+            fresh = torch.ones(i + 1)
+
+        def regrown(t):
+            return tr._storages[tr._by_obj[id(t)].skey].regrown
+        assert (regrown(kept), regrown(ema), regrown(fresh)) == (True, False, False)
+        vtt.mark("iteration 8")
+        tid = tr.tensor_id(kept)
+        assert "frame" in _live_holders(fake, tid), fake.paths_to(tid)
+        assert any("frame local 'kept'" in p for p in fake.paths_to(tid)), fake.paths_to(tid)
+        for t in (ema, fresh):
+            assert _live_holders(fake, tr.tensor_id(t)) == [], fake.paths_to(tr.tensor_id(t))
+
+
 def test_a_mark_whose_credit_fits_no_walk_does_not_read_the_stale_set(fake, monkeypatch):
     """The stale set costs a pass over every storage, and grows with what
     the program keeps: a mark whose credit cannot pay even a walk of one

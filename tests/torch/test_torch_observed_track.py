@@ -489,7 +489,8 @@ def test_a_length_curriculum_is_no_growth_and_a_buffer_rebuilt_larger_each_step_
     afresh by the model, the one before let go, so no leak (before: "grows
     ... per step" on the model's line, exit status 1). Its twin also keeps
     the last positions' logits in one tensor rebuilt by torch.cat onto
-    itself every step: made from the one before, a leak, named by its line."""
+    itself every step: made from the one before, a leak, named by its line
+    and by the local that holds it."""
     rc, text, fixed = _tracked_leak_and_clean_twin("length_curriculum.py", "steps 24", tmp_path)
     assert "0 findings" in fixed, fixed[:4000]
     assert re.search(r"\d+ lines? grew only as (its|their) value was replaced each step by a "
@@ -500,6 +501,10 @@ def test_a_length_curriculum_is_no_growth_and_a_buffer_rebuilt_larger_each_step_
     line = next(i for i, l in enumerate(open(os.path.join(HERE, "length_curriculum.py")), 1)
                 if "kept = torch.cat([kept, logits" in l)
     assert f"length_curriculum.py:{line}," in text, text[:4000]
+    # used every step, never stale: walked as a value rebuilt larger from
+    # itself (before: "no holder found ... held from C++")
+    assert re.search(r"frame local 'kept' in main length_curriculum\.py:\d+ → tensor 'kept = "
+                     r"torch\.cat", text), text[:4000]
     # asked for by name, growth judges the curriculum's lines as before
     rc, asked = run([CLI, "check", "--rules", "growth", str(tmp_path / "fixed.vtsnap")])
     assert rc == 1 and "[growth]" in asked and "grew only as" not in asked, asked[:4000]

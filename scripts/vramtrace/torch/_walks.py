@@ -40,6 +40,10 @@ _LEAST_WALK_PASSES = 1 + level_passes(1)
 _GROWING_LINE = 3
 _GROWING_WALKED = 4
 _GROWING_WALKED_ALL = 128
+# Storages rebuilt larger from their own line's value (StorageRec.regrown)
+# walked at a mark, at most (the newest): a decoder's key/value caches grown
+# by torch.cat are one such storage a layer.
+_REGROWN_WALKED = 16
 # The tensors recorded right after an orphan whose grad_fn is looked at first
 # (Tracker._autograd_edges): the outputs of the op that saved it; at most
 # _NEAR_VISITS such nodes a walk, besides the graph walk's own budget (a
@@ -439,7 +443,7 @@ class _Walks:
         # every storage's epochs brought up to date in C, the stale ones
         # returned, those resting and the host ones left out there
         # (stale_storages, native/trackfast/storages.c)
-        looked, resting, host = self._fast.stale_storages(
+        looked, resting, host, regrown = self._fast.stale_storages(
             threshold, final, self._fast.device_seen and not final)
         self.host_deferred += host
         self.resting_skipped += len(resting)
@@ -454,6 +458,18 @@ class _Walks:
                 if t is not None:
                     starts[("t", rec.tid)] = t
                     counts[rec.tid] = getrefcount(t)   # same spot every mark
+                del t
+        # A line's value rebuilt larger from itself each step (`kept =
+        # torch.cat([kept, x])`) is used every step, never stale: its newest
+        # few are walked too, or a growth finding on it would name no holder
+        # (the check asks at the last step end judged, when its storage was
+        # the step's newest, made by then).
+        for srec in regrown[-_REGROWN_WALKED:]:
+            for rec in srec.tids:
+                t = rec.ref() if rec.ref is not None and rec.tid else None
+                if t is not None:
+                    starts[("t", rec.tid)] = t
+                    counts[rec.tid] = getrefcount(t)
                 del t
         if final:
             self._growing_starts(threshold, starts, counts)

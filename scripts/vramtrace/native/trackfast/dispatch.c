@@ -85,23 +85,18 @@ static int tensors_in(PyObject *obj, TensorList *out, int depth)
     return 0;
 }
 
-/* storages[rec.skey].last_epoch = epoch */
-static int touch_storage(PyObject *storages, PyObject *rec, long long epoch)
-{
-    StorageRec *s;
-    if (storage_rec_of(storages, rec, &s) < 0)
-        return -1;
-    if (s != NULL)
-        s->last_epoch = epoch;
-    return 0;
-}
-
 /* ``rec``'s tensor was used in this op (None: a tensor without a storage,
- * not tracked). Takes the reference to ``rec``. */
-static int used(PyObject *storages, PyObject *rec, long long epoch)
+ * not tracked); its storage's record in ``*s`` where asked (NULL: none;
+ * borrowed from the books). Takes the reference to ``rec``. */
+static int used(PyObject *storages, PyObject *rec, long long epoch, StorageRec **s)
 {
-    int bad = rec != Py_None && touch_storage(storages, rec, epoch) < 0;
+    StorageRec *at = NULL;
+    int bad = rec != Py_None && storage_rec_of(storages, rec, &at) < 0;
+    if (at != NULL)
+        at->last_epoch = epoch;
     Py_DECREF(rec);
+    if (s != NULL)
+        *s = at;
     return bad ? -1 : 0;
 }
 
@@ -324,7 +319,10 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         goto out;
 
     /* Inputs: a use each; one seen for the first time is recorded with
-     * this op's stack (its TENSOR_NEW is its use here). */
+     * this op's stack (its TENSOR_NEW is its use here). The smallest
+     * input storage made at this very stack, if any: a new output larger
+     * than it is that line's value rebuilt from itself (StorageRec.regrown). */
+    uint64_t same_line_in = UINT64_MAX;
     for (Py_ssize_t i = 0; i < ins.n; i++) {
         PyObject *t = ins.items[i];
         PyObject *rec = record_of(by_obj, t);
@@ -370,8 +368,11 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             rec = track(d, t, facts ? &facts[i] : NULL, name, stack_obj, Py_None, 0, NULL);
             Py_DECREF(name);
         }
-        if (rec == NULL || used(storages, rec, epoch) < 0)
+        StorageRec *s;
+        if (rec == NULL || used(storages, rec, epoch, &s) < 0)
             goto loop_fail;
+        if (s != NULL && stack != 0 && s->made_stack == stack && s->nbytes < same_line_in)
+            same_line_in = s->nbytes;
     }
     if (obs != NULL && obs->nstorage_uses && use_storages(d, storages, obs, stack, epoch) < 0)
         goto loop_fail;
@@ -384,6 +385,7 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         view_of = PyTuple_GET_ITEM(args, vi);
     for (Py_ssize_t i = 0; i < outs.n; i++) {
         PyObject *t = outs.items[i];
+        int made = 0;   /* tracked here, as this op's new tensor */
         PyObject *rec = record_of(by_obj, t);
         if (rec == NULL && PyErr_Occurred())
             goto loop_fail;
@@ -414,9 +416,14 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
             Py_DECREF(name);
             if (rec != NULL && backward && Py_IS_TYPE(rec, &TensorRecType))   /* not None */
                 TREC(rec)->by_backward = 1;
+            made = 1;
         }
-        if (rec == NULL || used(storages, rec, epoch) < 0)
+        StorageRec *s;
+        if (rec == NULL || used(storages, rec, epoch, &s) < 0)
             goto loop_fail;
+        if (made && s != NULL && same_line_in != UINT64_MAX && s->made_stack == stack &&
+            s->nbytes > same_line_in)
+            s->regrown = 1;
     }
     rc = 0;
 loop_fail:
@@ -669,7 +676,7 @@ int engine_uses(void *self, void *func, void *const *objs, size_t n, uint32_t st
         if (rc == 0 && TREC(recs[i])->tid != 0)
             d->use(TREC(recs[i])->tid, st);
         if (rc == 0)
-            rc = used(storages, recs[i], epoch);   /* takes the reference */
+            rc = used(storages, recs[i], epoch, NULL);   /* takes the reference */
         else
             Py_DECREF(recs[i]);
     }

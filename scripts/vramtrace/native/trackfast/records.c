@@ -169,6 +169,7 @@ static void storage_rec_fill(StorageRec *s, uint64_t ptr, uint64_t nbytes, long 
     s->last_epoch = s->seen_epoch = epoch;
     s->rest = 0;
     s->made_stack = 0;
+    s->regrown = 0;
 }
 
 /* StorageRec(ptr, nbytes, device, external, epoch, skey, weak): no tensors
@@ -220,6 +221,9 @@ static PyMemberDef storage_rec_members[] = {
      "most marks it stayed unused before a use"},
     {"made_stack", T_UINT, offsetof(StorageRec, made_stack), READONLY,
      "the stack id of the first op that showed a tensor on it, 0: none"},
+    {"regrown", T_BOOL, offsetof(StorageRec, regrown), READONLY,
+     "made by an op that read a smaller storage made at the same stack (rebuilt larger "
+     "from itself)"},
     {"twins", T_OBJECT, offsetof(StorageRec, twins), 0,
      "the storages on its very memory, itself included (a copy-on-write clone and its "
      "source; one buffer wrapped twice), shared by all of them; None: its own memory"},

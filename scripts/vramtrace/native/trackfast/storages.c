@@ -396,23 +396,30 @@ long long storage_rest(StorageRec *s)
  *     flags none of those, and a walk would only find the same holder
  *     again (the tracker still asks whether C++ alone keeps it);
  *   host: with ``host_later``, the host storages left to the snapshot's walk
- *     (counted, not returned).
- * (looked, resting, host): two new lists and a count. */
+ *     (counted, not returned);
+ *   regrown: of those used since, the ones rebuilt larger from a value of
+ *     their own line (StorageRec.regrown): what such a line grows in is used
+ *     every step, so a growth finding's holder is found only by walking them.
+ * (looked, resting, host, regrown): two new lists, a count and a new list. */
 PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host_later)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
     PyObject *looked = storages ? PyList_New(0) : NULL;
     PyObject *resting = looked ? PyList_New(0) : NULL, *srec, *out = NULL;
+    PyObject *regrown = resting ? PyList_New(0) : NULL;
     long long host = 0;
     Py_ssize_t pos = 0;
     int more;
-    while (resting != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
+    while (regrown != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
         if (more < 0)
             goto out;
         StorageRec *s = SREC(srec);
         long long rest = storage_rest(s);
-        if (s->last_epoch >= threshold)
+        if (s->last_epoch >= threshold) {
+            if (s->regrown && PyList_Append(regrown, srec) < 0)
+                goto out;
             continue;
+        }
         if (host_later && s->device < 0) {
             host++;
             continue;
@@ -421,11 +428,12 @@ PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host
         if (PyList_Append(rests ? resting : looked, srec) < 0)
             goto out;
     }
-    if (resting != NULL)
-        out = Py_BuildValue("(OOL)", looked, resting, host);
+    if (regrown != NULL)
+        out = Py_BuildValue("(OOLO)", looked, resting, host, regrown);
 out:
     Py_XDECREF(looked);
     Py_XDECREF(resting);
+    Py_XDECREF(regrown);
     Py_XDECREF(storages);
     return out;
 }
