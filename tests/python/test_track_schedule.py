@@ -209,8 +209,12 @@ def test_a_value_rebuilt_larger_from_itself_is_walked_though_used_every_step(fak
     named no holder; made by an op that read the line's own smaller value
     (StorageRec.regrown), it is walked all the same. A value rebuilt from
     itself at its size (an average) and one made afresh larger each step
-    (a length curriculum's batch) are neither marked nor walked."""
+    (a length curriculum's batch) are neither marked nor walked; nor is a
+    gradient, made within its backward from a smaller one made at the same
+    stack (on the CPU every op of a backward has the stack of the line that
+    called backward())."""
     w = torch.ones(4)
+    lin, x = torch.nn.Linear(16, 64), torch.ones(2, 16)   # its weight's grad > its output's
     with vtt.track(walk_fraction=None) as tr:
         kept = torch.zeros(0)
         ema = torch.zeros(4)
@@ -219,10 +223,13 @@ def test_a_value_rebuilt_larger_from_itself_is_walked_though_used_every_step(fak
             kept = torch.cat([kept, w * i])
             ema = ema * 0.5 + w
             fresh = torch.ones(i + 1)
+            lin.zero_grad(set_to_none=True)
+            lin(x).square().mean().backward()
 
         def regrown(t):
             return tr._storages[tr._by_obj[id(t)].skey].regrown
         assert (regrown(kept), regrown(ema), regrown(fresh)) == (True, False, False)
+        assert not regrown(lin.weight.grad) and not regrown(lin.bias.grad)
         vtt.mark("iteration 8")
         tid = tr.tensor_id(kept)
         assert "frame" in _live_holders(fake, tid), fake.paths_to(tid)

@@ -320,8 +320,12 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
 
     /* Inputs: a use each; one seen for the first time is recorded with
      * this op's stack (its TENSOR_NEW is its use here). The smallest
-     * input storage made at this very stack, if any: a new output larger
-     * than it is that line's value rebuilt from itself (StorageRec.regrown). */
+     * input storage made at this very stack in an earlier step, if any: a
+     * new output larger than it is that line's value rebuilt from itself
+     * (StorageRec.regrown). Not within a step: every op of a backward
+     * shares a stack (the forward op's lent to an engine thread, or the
+     * line that called backward() on the CPU), and a weight's gradient is
+     * made from a smaller one made there before it. */
     uint64_t same_line_in = UINT64_MAX;
     for (Py_ssize_t i = 0; i < ins.n; i++) {
         PyObject *t = ins.items[i];
@@ -371,7 +375,8 @@ static int on_op(Dispatcher *d, PyObject *func, PyObject *args, PyObject *kwargs
         StorageRec *s;
         if (rec == NULL || used(storages, rec, epoch, &s) < 0)
             goto loop_fail;
-        if (s != NULL && stack != 0 && s->made_stack == stack && s->nbytes < same_line_in)
+        if (s != NULL && stack != 0 && s->made_stack == stack && s->made_epoch < epoch &&
+            s->nbytes < same_line_in)
             same_line_in = s->nbytes;
     }
     if (obs != NULL && obs->nstorage_uses && use_storages(d, storages, obs, stack, epoch) < 0)

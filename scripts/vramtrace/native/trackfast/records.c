@@ -166,7 +166,7 @@ static void storage_rec_fill(StorageRec *s, uint64_t ptr, uint64_t nbytes, long 
     s->external = (char)(external != 0);
     s->declared = 0;
     s->weak = weak;
-    s->last_epoch = s->seen_epoch = epoch;
+    s->last_epoch = s->seen_epoch = s->made_epoch = epoch;
     s->rest = 0;
     s->made_stack = 0;
     s->regrown = 0;

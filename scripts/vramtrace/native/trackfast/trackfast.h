@@ -221,11 +221,13 @@ typedef struct {
     uint32_t made_stack;     /* the stack of the first op that showed a tensor on it
                               * (0: none yet): a tensor found on it later, which no op
                               * showed, is named by that op's line (_walks._adopt_unseen) */
+    long long made_epoch;    /* the marks (and ticks) seen when it was recorded */
     char regrown;            /* made, at its made_stack, by an op that read a smaller
-                              * storage made at that same stack: a value rebuilt larger
-                              * from itself (`kept = torch.cat([kept, x])`), used every
-                              * step, so never stale; stale_storages hands it to the
-                              * walks all the same (a growth finding's holder) */
+                              * storage made at that same stack in an earlier step: a
+                              * value rebuilt larger from itself (`kept =
+                              * torch.cat([kept, x])`), used every step, so never
+                              * stale; stale_storages hands it to the walks all the
+                              * same (a growth finding's holder) */
 } StorageRec;
 
 extern PyTypeObject TensorRecType, StorageRecType;
