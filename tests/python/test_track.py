@@ -506,8 +506,8 @@ def test_a_saved_tensor_under_a_deep_graph_is_found_from_the_op_that_saved_it(
     outputs of the op that saved it, lead there in one step (their grad_fn):
     looked at first (_walks._NEAR_TENSORS). Here a budget without a deadline
     and a chain of 3,000 nodes, newer than the node, that spends it."""
-    from vramtrace.torch import _walks
-    monkeypatch.setattr(_walks._GradGraphWalk, "_more", lambda self: self.budget > 0)
+    from vramtrace.torch import _autograd_graph, _walks
+    monkeypatch.setattr(_autograd_graph._GradGraphWalk, "_more", lambda self: self.budget > 0)
     monkeypatch.setattr(_walks, "_NEAR_TENSORS", near)
     with vtt.track(walk_fraction=None) as tr:
         w = torch.randn(4, 4, requires_grad=True)
@@ -765,7 +765,7 @@ def test_saved_attributes_are_read_while_their_tensors_live_and_never_unpacked()
     pytorch/examples' word_language_model kept 276 spent graphs, and the
     snapshot's walk spent 5 s raising. Attributes that save no tensor
     (sizes, dims) are read."""
-    from vramtrace.torch._walks import _saved_values
+    from vramtrace.torch._autograd_graph import _saved_values
     x = torch.randn(4, 4, requires_grad=True)
     y = (x * 2).sin()
     spent = y.grad_fn
@@ -824,8 +824,8 @@ def test_graphs_that_all_reach_one_kept_tensor_assert_one_chain_to_it_beyond_a_b
     model's parameters). Within _WHOLE_CHAINS_UP_TO edges every chain is
     asserted; beyond it, one shortest chain to the leaf: from a kept output
     down to its AccumulateGrad, not the 480 nodes of all the graphs."""
-    from vramtrace.torch import _walks
-    monkeypatch.setattr(_walks, "_WHOLE_CHAINS_UP_TO", whole_up_to)
+    from vramtrace.torch import _autograd_graph
+    monkeypatch.setattr(_autograd_graph, "_WHOLE_CHAINS_UP_TO", whole_up_to)
     xs = [torch.randn(2, 4) for _ in range(40)]
     with vtt.track(walk_fraction=None) as tr:
         w = torch.randn(4, 4, requires_grad=True)

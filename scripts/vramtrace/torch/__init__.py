@@ -30,7 +30,8 @@ The package's files, one concept each: ``_tracker.py`` (the Tracker's
 state, entering and leaving ``track()``), ``_recording.py`` (the dispatch
 mode, names of what ops make, engine threads' frames), ``_storages.py``
 (storages checked, swept, moved, twinned), ``_marks.py`` (what a mark does),
-``_walks.py`` (holder walks), ``_frame_walks.py`` (walks of the running
+``_walks.py`` (holder walks), ``_autograd_graph.py`` (the autograd graph
+as the walks read it: node hooks, saved tensors, chains), ``_frame_walks.py`` (walks of the running
 frames alone, when the credit pays no walk), ``_cycles.py`` (what garbage
 collections freed), ``_naming.py`` (tensor and parameter names), ``_records.py`` (the
 records' names), ``_registry.py`` (running trackers, pending names),
