@@ -52,8 +52,8 @@ def load() -> Optional[Any]:
     try:
         source = _native_build.source(_SOURCE)
         headers = [os.path.join(os.path.dirname(source), h)
-                   for h in ("tensor_facts.h", "held_args.h", "frames_of_memory.h",
-                             "storage_reads.h", "storage_address.h")]
+                   for h in ("tensor_facts.h", "held_args.h", "decomposed_ops.h",
+                             "frames_of_memory.h", "storage_reads.h", "storage_address.h")]
         lib = _native_build.build("trackobs", "vramtrace_trackobs", [source],
                                   what="track()'s op observer", depends=headers,
                                   python_module=True)
