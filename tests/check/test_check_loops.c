@@ -121,6 +121,88 @@ TEST(a_loops_allocations_kept_until_it_ended_are_an_outlier_without_tensors)
     }
 }
 
+/* Six marked steps; in step 3 an evaluation of `iters` iterations whose
+ * blocks are all made by torch's Linear under evaluate's line 42 (its
+ * batches on the device already: none made in the loop), two an iteration,
+ * each under track() a tensor (where `tensors`) used by the op that made
+ * the next, all freed together as the loop ends, each tensor dropped with
+ * its storage (PyTorch keeps the Python tensor of a saved activation alive
+ * as long as the graph keeps its memory). `used_after`: each iteration's
+ * second block is used again after the loop (its results, gathered on
+ * purpose and read by the code that follows). */
+static vt__check_report *one_line_evaluation(synth *y, int iters, int tensors, int used_after)
+{
+    synth_init(y);
+    static const char *const files[] = {
+        "/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", "train.py", "train.py" };
+    uint32_t act = synth_stack(y, "forward", "evaluate", "<module>", NULL);
+    as_python(y, act, files, (uint32_t[]){ 125, 42, 7 });
+    uint32_t ret = synth_stack(y, "evaluate", "<module>", NULL);
+    as_python(y, ret, (const char *const[]){ "train.py", "train.py" }, (uint32_t[]){ 44, 7 });
+    uint64_t at = 0x7e0000000000ull, id = 1;
+    for (int i = 1; i <= 6; i++) {
+        synth_step_mark(y, i);
+        if (i != 3)
+            continue;
+        const uint64_t from = at, first = id;
+        for (int it = 0; it < iters; it++)
+            for (int k = 0; k < 2; k++, id++, at += 0x1000000ull) {
+                if (!tensors) {
+                    synth_alloc(y, at, MiB, act);
+                    continue;
+                }
+                synth_made(y, id, at, MiB, "out = model(x) (train.py:42)", act);
+                if (k)
+                    synth_use(y, id - 1);   /* the op that made it read the one before */
+            }
+        for (uint64_t t = first + 1; tensors && used_after && t < id; t += 2)
+            synth_use(y, t);
+        for (uint64_t a = from, t = first; a < at; a += 0x1000000ull, t++) {
+            if (tensors)
+                synth_drop(y, t);
+            SYNTH_EV(y, VT_EV_FREE_REQUESTED, .addr = a, .stack = ret);
+        }
+    }
+    synth_tick(y, 50000000);
+    return check(y, NULL);
+}
+
+/* A loop whose every kept block is made under one line of it (`out =
+ * model(x)`, its batches on the device already) is not told by its lines
+ * from one gathering its results (one line too): without tensors it is no
+ * finding. Under track() the uses tell them: each iteration's blocks were
+ * used for the last time before the next iteration's were made, so they
+ * are a loop's kept through it (an evaluation without no_grad gathering
+ * its outputs by torch.cat onto a running tensor: "0 findings" before,
+ * tests/torch/eval_cat_preds.py); results used after the loop are not, nor
+ * are three iterations. */
+TEST(a_loops_blocks_made_under_one_line_of_it_are_told_by_their_uses)
+{
+    synth y;
+    vt__check_report *r = one_line_evaluation(&y, 5, 1, 0);
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->loop_visits, 5);
+    ASSERT_EQ(f->kept_lines, 1);
+    ASSERT_EQ(f->nallocs, 10);
+    ASSERT_EQ(f->bytes, 10 * MiB);
+    const vt__frame *call = &y.s.frames[y.s.stack_nodes[f->under_stack].frame];
+    ASSERT_EQ(call->line, 7);
+    vt__check_report_free(r);
+    synth_fini(&y);
+
+    struct { int iters, tensors, used_after; } clean[] = {
+        { 5, 0, 0 },   /* no tensors: one line is a gathering's as much */
+        { 5, 1, 1 },   /* its results, used after the loop */
+        { 3, 1, 0 },   /* three iterations */
+    };
+    for (size_t k = 0; k < sizeof clean / sizeof clean[0]; k++) {
+        r = one_line_evaluation(&y, clean[k].iters, clean[k].tensors, clean[k].used_after);
+        ASSERT_EQ(r->nfindings, 0);
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
+}
+
 /* The same evaluation in a loop that steps its parameters by hand: no
  * marks, so the rules that judge step by step had no steps ("0 findings",
  * outlier not run: found on pytorch/examples' word_language_model, whose

@@ -664,6 +664,40 @@ def test_a_validation_summing_its_losses_as_tensors_is_found_in_its_blocks(track
     assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
 
 
+EVAL_CAT_PREDS = os.path.join(HERE, "eval_cat_preds.py")
+
+
+def test_an_evaluation_whose_graphs_one_line_made_are_kept_through_its_loop_is_found(tmp_path):
+    """eval_cat_preds.py under `run --track`: an evaluation without no_grad
+    that concatenates each batch's output onto a running tensor keeps every
+    batch's activations until the caller lets the result go, all made under
+    one line of the loop (`out = model(x)`, the batches on the device
+    already). Blocks made at one line were not judged a loop's (a loop
+    gathering its results on purpose makes them so): "0 findings" before.
+    Under track() the uses tell them apart: each batch's blocks were used
+    for the last time before the next batch's were made, where gathered
+    results are used after the loop (the fixed twin's torch.cat(outs), under
+    no_grad: clean). The batches, made before the loop and freed with the
+    graphs, are not counted as what it kept."""
+    got = _checked_twins(tmp_path, EVAL_CAT_PREDS, True, "evaluated (1280, 10)")
+    _, (rc, text) = got["leak"]
+    assert rc == 1, text[:4000]
+    line = next(i for i, l in enumerate(open(EVAL_CAT_PREDS), 1) if "# EVAL_LINE" in l)
+    # the 20 batches' activations (256 KiB each), and the result, made by the last run
+    assert re.search(r"\[outlier\].*, 5(\.0\d)? MiB in 2[01] allocations\n\s+kept through a loop: "
+                     r"2[01] blocks made at [12] lines? over 2[01] runs of its body or more", text), \
+        text[:4000]
+    assert re.search(rf"allocated: .*\n\s+at evaluate \(.*eval_cat_preds\.py:{line}, ", text), \
+        text[:4000]
+    # the call the loop ran inside: evaluate's, at main's line
+    rep = json.loads(run([CLI, "check", "--json", got["leak"][0]])[1])
+    call = next(i for i, l in enumerate(open(EVAL_CAT_PREDS), 1) if "# EVAL_CALL" in l)
+    assert [(g["under_call"][0]["function"], g["under_call"][0]["line"])
+            for g in rep["groups"]] == [("main", call)], rep["groups"]
+    _, (rc, text) = got["fixed"]
+    assert rc == 0 and "vramtrace check: 0 findings" in text, text[:4000]
+
+
 @pytest.mark.parametrize("track", [False, True], ids=["run", "run_track"])
 def test_a_loop_stepped_by_hand_is_judged_in_the_steps_its_backward_passes_end(track, tmp_path):
     """The same validation in a loop that steps its parameters by hand (no

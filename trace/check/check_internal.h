@@ -57,6 +57,8 @@ typedef struct ck_storage {
     uint32_t free_stack;
     uint32_t free_thread;   /* the thread of the event that freed it */
     uint32_t last_use_thread;   /* the thread of its last use (push_use: in event order) */
+    uint64_t last_use_seq;      /* and its seq (its uses are contiguous in m->uses only
+                                   after pass 1: this is what pass 1 reads) */
     uint32_t owner;         /* node index of the owning tensor, CK_NONE */
     uint32_t first_tensor;  /* bound tensors, linked by ck_node.next_bound */
     uint32_t ntensors;

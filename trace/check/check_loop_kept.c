@@ -31,7 +31,11 @@
  * and one batch's graph freed at its iteration's end is too. Not one line
  * of Python (the predictions a loop gathers for a metric, on purpose): two
  * at least, as in check_kept_call.c; what a loop keeps on purpose is mostly
- * small, under the floor of minor findings.
+ * small, under the floor of minor findings. Where track() recorded the
+ * blocks' uses, one line is enough when they say it is a loop's: each
+ * run's blocks used for the last time before the next run's were made
+ * (made_by_a_loop's by_uses), where results gathered on purpose are read
+ * after the loop (made_under_the_loop says which blocks count).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,8 +50,9 @@
 #define LOOP_MAX_LINES 64     /* lines of Python counted */
 
 typedef struct loop_member {
-    uint64_t alloc_seq, alloc_time, bytes, size;
-    uint32_t stack;
+    ck_storage st;     /* as closed */
+    uint64_t bytes;    /* vt__ck_storage_bytes(&st) */
+    uint64_t last_use; /* its tensors' last use (UINT64_MAX: none recorded) */
 } loop_member;
 
 struct ck_loops {
@@ -57,6 +62,7 @@ struct ck_loops {
     size_t nmore;               /* members past LOOP_MAX_HELD: counted only */
     uint64_t more_bytes, more_block_bytes;
     ck_storage big;             /* its largest member, as closed */
+    size_t nused;               /* members whose tensors' uses were recorded */
     uint32_t free_stack;        /* its first free's stack */
     /* what the program's frames are, asked once */
     uint8_t *user;              /* per frame: vt__snapshot_node_is_user's memo */
@@ -121,8 +127,10 @@ int vt__ck_loop_freed(ck_model *m, const ck_storage *s, uint32_t free_stack)
     }
     if (CK_GROW(l->held, l->capheld, l->nheld + 1) < 0)
         return -ENOMEM;
-    l->held[l->nheld++] = (loop_member){ s->alloc_seq, s->alloc_time, bytes, s->size,
-                                         s->alloc_stack };
+    /* its tensors' uses (a plain `run` records none) */
+    uint64_t last_use = s->nuses ? s->last_use_seq : UINT64_MAX;
+    l->nused += last_use != UINT64_MAX;
+    l->held[l->nheld++] = (loop_member){ *s, bytes, last_use };
     return 0;
 }
 
@@ -170,34 +178,42 @@ static uint64_t line_key(const vt__snapshot_data *s, uint32_t node)
 static int cmp_member(const void *a, const void *b)
 {
     const loop_member *x = a, *y = b;
-    return vt__order(x->alloc_seq, y->alloc_seq);
+    return vt__order(x->st.alloc_seq, y->st.alloc_seq);
 }
 
 /* Whether the run held (in allocation order) was made by a loop: two lines
  * of Python or more, and inside the innermost call of the program they all
- * share, one line visited LOOP_MIN_VISITS times or more. *call: that call's
- * node; *lines, *visits. 0 no, 1 yes, -ENOMEM. */
-static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, uint32_t *call,
-                          uint32_t *lines, uint32_t *visits)
+ * share, one line visited LOOP_MIN_VISITS times or more. `by_uses`: the
+ * run's members whose tensors' uses were recorded (track()), one line of
+ * Python enough: a visit ends where a member was last used before the next
+ * member was made (a forward's activations are used by the layer after
+ * them, which makes the next; the last layer's is the iteration's last,
+ * before the next iteration's first is made). A loop whose every kept
+ * block is made under one line (`out = model(x)`, its data on the device
+ * already) is told from one gathering its results on purpose, which are
+ * used after the loop (`torch.cat(preds)`). *call: that call's node;
+ * *lines, *visits. 0 no, 1 yes, -ENOMEM. */
+static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, int by_uses,
+                          uint32_t *call, uint32_t *lines, uint32_t *visits)
 {
     uint64_t seen[LOOP_MAX_LINES];   /* the lines counted, LOOP_MAX_LINES at most */
     size_t nseen = 0;
     for (size_t i = 0; i < l->nheld && nseen < LOOP_MAX_LINES; i++) {
-        uint64_t line = vt__snapshot_python_line(s, l->held[i].stack);
+        uint64_t line = vt__snapshot_python_line(s, l->held[i].st.alloc_stack);
         size_t k = 0;
         while (k < nseen && seen[k] != line)
             k++;
         if (line && k == nseen)
             seen[nseen++] = line;
     }
-    if (nseen < LOOP_MIN_LINES)
+    if (nseen < (by_uses ? 1 : LOOP_MIN_LINES))
         return 0;
     /* the innermost call all share: the first member's frames of the
      * program, as deep as every member's say the same */
     uint32_t first[LOOP_MAX_FRAMES], fr[LOOP_MAX_FRAMES];
-    size_t depth = program_frames(l, s, l->held[0].stack, first);
+    size_t depth = program_frames(l, s, l->held[0].st.alloc_stack, first);
     for (size_t i = 1; i < l->nheld && depth; i++) {
-        size_t n = program_frames(l, s, l->held[i].stack, fr), d = 0;
+        size_t n = program_frames(l, s, l->held[i].st.alloc_stack, fr), d = 0;
         while (d < depth && d < n) {
             uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
             if (!a || !b)
@@ -210,6 +226,22 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, uint32_t *cal
     }
     if (!depth)
         return 0;
+    /* by_uses: where a member was made at the innermost frame all share,
+     * that frame is the loop's one line, and the call is the one above it */
+    for (size_t i = 0; by_uses && depth >= 2 && i < l->nheld; i++)
+        if (program_frames(l, s, l->held[i].st.alloc_stack, fr) == depth) {
+            depth--;
+            break;
+        }
+    *call = first[depth - 1];
+    *lines = (uint32_t)nseen;
+    if (by_uses) {
+        uint32_t runs = 1;
+        for (size_t i = 0; i + 1 < l->nheld; i++)
+            runs += l->held[i].last_use < l->held[i + 1].st.alloc_seq;
+        *visits = runs;
+        return runs >= LOOP_MIN_VISITS;
+    }
     /* the line inside it each member was made under, in turn: a run of
      * one line is a visit of it; the line visited most (a loop's body has
      * few lines) */
@@ -219,7 +251,7 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, uint32_t *cal
     uint32_t nruns[16];
     size_t nkeys = 0;
     for (size_t i = 0; i < l->nheld; i++) {
-        size_t n = program_frames(l, s, l->held[i].stack, fr);
+        size_t n = program_frames(l, s, l->held[i].st.alloc_stack, fr);
         uint64_t key = n > depth ? line_key(s, fr[depth]) : 0;   /* 0: at the call's own line */
         if (key == prev)
             continue;
@@ -236,10 +268,85 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, uint32_t *cal
         if (++nruns[k] > best)
             best = nruns[k];
     }
-    *call = first[depth - 1];
-    *lines = (uint32_t)nseen;
     *visits = best;
     return best >= LOOP_MIN_VISITS;
+}
+
+/* Of the run held (in allocation order), its members whose uses were
+ * recorded and that were made under the call the loop runs in, in their
+ * order still, take its place (the run is judged once): the call is the
+ * innermost one shared by the members used last before the next member was
+ * made (each ends a visit: by_uses in made_by_a_loop). What the loop only
+ * read (an evaluation's batches made on the device before it, freed with
+ * its graphs as the function returned) was made elsewhere, and is not what
+ * it kept. 1: some are left, 0: none, -ENOMEM. */
+static int made_under_the_loop(ck_loops *l, const vt__snapshot_data *s)
+{
+    uint32_t first[LOOP_MAX_FRAMES], fr[LOOP_MAX_FRAMES];
+    size_t depth = 0, ends = 0;
+    for (size_t i = 0; i + 1 < l->nheld; i++) {
+        const loop_member *h = &l->held[i];
+        if (h->last_use == UINT64_MAX || h->last_use >= l->held[i + 1].st.alloc_seq)
+            continue;
+        size_t n = program_frames(l, s, h->st.alloc_stack, ends ? fr : first), d = 0;
+        if (!ends++) {
+            depth = n;
+            continue;
+        }
+        while (d < depth && d < n) {
+            uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
+            if (!a || !b)
+                return -ENOMEM;
+            if (a != b)
+                break;
+            d++;
+        }
+        depth = d;
+    }
+    if (!depth)
+        return 0;
+    uint64_t call = path_at(l, s, first[depth - 1]);
+    if (!call)
+        return -ENOMEM;
+    size_t kept = 0;
+    for (size_t i = 0; i < l->nheld; i++) {
+        if (l->held[i].last_use == UINT64_MAX)
+            continue;
+        if (program_frames(l, s, l->held[i].st.alloc_stack, fr) < depth)
+            continue;   /* made above the loop's call */
+        uint64_t at = path_at(l, s, fr[depth - 1]);
+        if (!at)
+            return -ENOMEM;
+        if (at == call)
+            l->held[kept++] = l->held[i];
+    }
+    l->nheld = kept;
+    return kept >= 2 * LOOP_MIN_VISITS;
+}
+
+/* The run held (its first `nmore` members past LOOP_MAX_HELD counted too),
+ * made by a loop: kept as found, `big` standing for it. 0 or -ENOMEM. */
+static int found_loop(ck_loops *l, const ck_storage *big, size_t nmore, uint32_t lines,
+                      uint32_t visits, uint32_t call)
+{
+    if (CK_GROW(l->found, l->capfound, l->nfound + 1) < 0)
+        return -ENOMEM;
+    ck_loop *c = &l->found[l->nfound++];
+    *c = (ck_loop){ .big = *big, .n = (uint32_t)(l->nheld + nmore),
+                    .bytes = nmore ? l->more_bytes : 0,
+                    .block_bytes = nmore ? l->more_block_bytes : 0,
+                    .lines = lines, .visits = visits, .call = call,
+                    .first_seq = l->held[0].st.alloc_seq, .first_time = l->held[0].st.alloc_time };
+    for (size_t i = 0; i < l->nheld; i++) {
+        c->bytes += l->held[i].bytes;
+        c->block_bytes += l->held[i].st.size;
+        uint64_t held = c->big.free_time > l->held[i].st.alloc_time
+                            ? c->big.free_time - l->held[i].st.alloc_time : 0;
+        c->byte_seconds += (double)l->held[i].bytes * ((double)held / 1e9);
+        if (held > c->longest)
+            c->longest = held;
+    }
+    return 0;
 }
 
 /* The run of frees in progress ends: judged, kept where a loop made it. */
@@ -255,29 +362,23 @@ int vt__ck_loop_boundary(ck_model *m)
     if (l->nheld >= 2 * LOOP_MIN_VISITS && vt__snapshot_python_line(s, l->free_stack)) {
         qsort(l->held, l->nheld, sizeof *l->held, cmp_member);
         uint32_t call = 0, lines = 0, visits = 0;
-        rc = made_by_a_loop(l, s, &call, &lines, &visits);
+        rc = made_by_a_loop(l, s, 0, &call, &lines, &visits);
         if (rc == 1) {
-            rc = CK_GROW(l->found, l->capfound, l->nfound + 1);
-            if (rc == 0) {
-                ck_loop *c = &l->found[l->nfound++];
-                *c = (ck_loop){ .big = l->big, .n = (uint32_t)(l->nheld + l->nmore),
-                                .bytes = l->more_bytes, .block_bytes = l->more_block_bytes,
-                                .lines = lines, .visits = visits, .call = call,
-                                .first_seq = l->held[0].alloc_seq,
-                                .first_time = l->held[0].alloc_time };
-                for (size_t i = 0; i < l->nheld; i++) {
-                    c->bytes += l->held[i].bytes;
-                    c->block_bytes += l->held[i].size;
-                    uint64_t held = c->big.free_time > l->held[i].alloc_time
-                                        ? c->big.free_time - l->held[i].alloc_time : 0;
-                    c->byte_seconds += (double)l->held[i].bytes * ((double)held / 1e9);
-                    if (held > c->longest)
-                        c->longest = held;
-                }
+            rc = found_loop(l, &l->big, l->nmore, lines, visits, call);
+        } else if (rc == 0 && l->nused >= 2 * LOOP_MIN_VISITS) {
+            rc = made_under_the_loop(l, s);
+            if (rc == 1)
+                rc = made_by_a_loop(l, s, 1, &call, &lines, &visits);
+            if (rc == 1) {
+                size_t big = 0;
+                for (size_t i = 1; i < l->nheld; i++)   /* in allocation order */
+                    if (l->held[i].bytes > l->held[big].bytes)
+                        big = i;
+                rc = found_loop(l, &l->held[big].st, 0, lines, visits, call);
             }
         }
     }
-    l->nheld = l->nmore = 0;
+    l->nheld = l->nmore = l->nused = 0;
     l->more_bytes = l->more_block_bytes = 0;
     return rc < 0 ? rc : 0;
 }

@@ -65,6 +65,7 @@ static int push_use(ck_model *m, const vt__event *e, uint32_t node)
                                     .node = node, .stack = e->stack };
     m->st[st].nuses++;
     m->st[st].last_use_thread = e->thread;
+    m->st[st].last_use_seq = e->seq;
     return 0;
 }
 
