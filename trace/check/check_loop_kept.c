@@ -168,6 +168,23 @@ static size_t program_frames(ck_loops *l, const vt__snapshot_data *s, uint32_t s
     return n;
 }
 
+/* How deep `stack`'s frames of the program (into fr) say the same as
+ * first[0..depth): that depth, or -ENOMEM. */
+static long agreeing_depth(ck_loops *l, const vt__snapshot_data *s, const uint32_t *first,
+                           size_t depth, uint32_t stack, uint32_t *fr)
+{
+    size_t n = program_frames(l, s, stack, fr), d = 0;
+    while (d < depth && d < n) {
+        uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
+        if (!a || !b)
+            return -ENOMEM;
+        if (a != b)
+            break;
+        d++;
+    }
+    return (long)d;
+}
+
 /* A frame's line as a key: its file's string and its line. */
 static uint64_t line_key(const vt__snapshot_data *s, uint32_t node)
 {
@@ -213,16 +230,10 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, int by_uses,
     uint32_t first[LOOP_MAX_FRAMES], fr[LOOP_MAX_FRAMES];
     size_t depth = program_frames(l, s, l->held[0].st.alloc_stack, first);
     for (size_t i = 1; i < l->nheld && depth; i++) {
-        size_t n = program_frames(l, s, l->held[i].st.alloc_stack, fr), d = 0;
-        while (d < depth && d < n) {
-            uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
-            if (!a || !b)
-                return -ENOMEM;
-            if (a != b)
-                break;
-            d++;
-        }
-        depth = d;
+        long d = agreeing_depth(l, s, first, depth, l->held[i].st.alloc_stack, fr);
+        if (d < 0)
+            return (int)d;
+        depth = (size_t)d;
     }
     if (!depth)
         return 0;
@@ -288,20 +299,14 @@ static int made_under_the_loop(ck_loops *l, const vt__snapshot_data *s)
         const loop_member *h = &l->held[i];
         if (h->last_use == UINT64_MAX || h->last_use >= l->held[i + 1].st.alloc_seq)
             continue;
-        size_t n = program_frames(l, s, h->st.alloc_stack, ends ? fr : first), d = 0;
         if (!ends++) {
-            depth = n;
+            depth = program_frames(l, s, h->st.alloc_stack, first);
             continue;
         }
-        while (d < depth && d < n) {
-            uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
-            if (!a || !b)
-                return -ENOMEM;
-            if (a != b)
-                break;
-            d++;
-        }
-        depth = d;
+        long d = agreeing_depth(l, s, first, depth, h->st.alloc_stack, fr);
+        if (d < 0)
+            return (int)d;
+        depth = (size_t)d;
     }
     if (!depth)
         return 0;
