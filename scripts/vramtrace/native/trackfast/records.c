@@ -222,8 +222,8 @@ static PyMemberDef storage_rec_members[] = {
     {"made_stack", T_UINT, offsetof(StorageRec, made_stack), READONLY,
      "the stack id of the first op that showed a tensor on it, 0: none"},
     {"regrown", T_BOOL, offsetof(StorageRec, regrown), READONLY,
-     "made by an op that read a smaller storage made at the same stack (rebuilt larger "
-     "from itself)"},
+     "made by an op that read a smaller storage made at the same stack in an earlier step "
+     "(a value rebuilt larger from itself)"},
     {"twins", T_OBJECT, offsetof(StorageRec, twins), 0,
      "the storages on its very memory, itself included (a copy-on-write clone and its "
      "source; one buffer wrapped twice), shared by all of them; None: its own memory"},
