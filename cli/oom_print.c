@@ -261,6 +261,18 @@ static void in_pool_text(FILE *f, const vt__snapshot_data *s, const vt__oom_repo
                         : "as long as the graph lives");
 }
 
+/* The request's line, ending the line begun, and what it was: a library's
+ * own allocation, a request into a private pool. */
+static void request_site_text(FILE *f, const vt__snapshot_data *s, const vt__oom_report *r)
+{
+    site_text(f, s, vt__oom_site_frame(s, r->stack));
+    fputc('\n', f);
+    if (r->library)
+        library_text(f, s, r, "  ");
+    if (r->in_pool)
+        in_pool_text(f, s, r, "  ");
+}
+
 /* "the first of 3 OOMs", "OOM 2 of 3", "the last of 2 OOMs, the one the
  * program ended with" (r->noom > 1). */
 static const char *which_text(const vt__oom_report *r, char *buf, size_t len)
@@ -282,12 +294,7 @@ static void print_brief(FILE *f, const char *path, const vt__snapshot_data *s,
     char b1[32], b2[32], b3[32], b4[32], which[96];
     fprintf(f, "vramtrace run: the program ran out of device memory: %s asked on device %d at ",
             vt__fmt_bytes(r->size, b1), r->device);
-    site_text(f, s, vt__oom_site_frame(s, r->stack));
-    fputc('\n', f);
-    if (r->library)
-        library_text(f, s, r, "  ");
-    if (r->in_pool)
-        in_pool_text(f, s, r, "  ");
+    request_site_text(f, s, r);
     /* a program that caught the error (a batch-size search) is told so: the
      * run went on, and the fixes are for the request that failed */
     if (r->allocs_after) {
@@ -368,12 +375,7 @@ void vt__oom_print(FILE *f, const char *path, const vt__snapshot_data *s, const 
     if (r->noom > 1)
         fprintf(f, "; %s", which_text(r, which, sizeof which));
     fputs(")\n  at ", f);
-    site_text(f, s, vt__oom_site_frame(s, r->stack));
-    fputc('\n', f);
-    if (r->library)
-        library_text(f, s, r, "  ");
-    if (r->in_pool)
-        in_pool_text(f, s, r, "  ");
+    request_site_text(f, s, r);
 
     if (r->total)
         fprintf(f, "device %d: %s, %s free at the OOM\n", r->device, vt__fmt_bytes(r->total, b1),
