@@ -244,6 +244,19 @@ static bool captured_by_compile(const vt__snapshot_data *s, uint32_t id)
     return false;
 }
 
+/* What private pool `id` is (enum vt__oom_pool_kind), `stack` where it
+ * began (0: not known): torch.compile's where its capture was (asked first:
+ * its cudagraph trees share a graph_pool_handle(), an odd id); else a
+ * program's own (odd: torch.cuda.MemPool, graph_pool_handle()) or a
+ * graph's own (even). Once, for the request's pool and for every pool. */
+static uint8_t pool_kind(const vt__snapshot_data *s, uint64_t id, uint32_t stack)
+{
+    return !id                                        ? VT__OOM_POOL_DEFAULT
+           : stack && captured_by_compile(s, stack) ? VT__OOM_POOL_COMPILED
+           : id & 1                                   ? VT__OOM_POOL_PROGRAM
+                                                      : VT__OOM_POOL_CAPTURE;
+}
+
 /* Pool `id`'s index in out->ids, added there when `add` and not seen yet
  * (up to VT__OOM_PRIVATE_IDS); out->pools when not there. */
 static size_t pool_index(vt__graph_pools *out, uint64_t id, bool add)
@@ -301,17 +314,16 @@ int vt__oom_graph_pools(const vt__snapshot_data *s, const vt__timeline *tl, int 
     for (size_t i = 0; i < n; i++)
         if (!segs[i].used)
             out->whole += segs[i].size;
-    /* (torch.compile's cudagraph trees share a graph_pool_handle(): theirs) */
     out->program_made = out->pools > 0;
     for (size_t p = 0; p < out->pools; p++) {
-        out->program_made = out->program_made && (out->ids[p] & 1);
+        out->program_made = out->program_made && pool_kind(s, out->ids[p], out->stacks[p]) ==
+                                                     VT__OOM_POOL_PROGRAM;
         if (!out->stack)
             out->stack = out->stacks[p];
     }
     free(segs);
     out->free = out->reserved > occupied ? out->reserved - occupied : 0;
     out->compiled = out->stack && captured_by_compile(s, out->stack);
-    out->program_made = out->program_made && !out->compiled;
     return 0;
 }
 
@@ -921,10 +933,7 @@ int vt__oom_explain(const vt__snapshot_data *s, const vt__timeline *tl, const vt
      * it began, and what it is */
     size_t in = pool_index(&r->pools, r->in_pool, false);
     r->in_pool_stack = r->in_pool && in < r->pools.pools ? r->pools.stacks[in] : 0;
-    r->in_pool_kind = !r->in_pool ? VT__OOM_POOL_DEFAULT
-                      : r->in_pool_stack && captured_by_compile(s, r->in_pool_stack)
-                          ? VT__OOM_POOL_COMPILED
-                      : r->in_pool & 1 ? VT__OOM_POOL_PROGRAM : VT__OOM_POOL_CAPTURE;
+    r->in_pool_kind = pool_kind(s, r->in_pool, r->in_pool_stack);
     uint64_t held = r->reserved + r->outside_reserved + r->passthrough;
     if (r->total) {
         r->other = r->total > held + r->device_free ? r->total - held - r->device_free : 0;
