@@ -136,24 +136,17 @@ class _Walks:
             if srec.nbytes and (not tids or (len(tids) == 1 and
                                              saved_only.get(srec.skey) in tids)):
                 kept[srec.skey] = srec
-        for srec in looked:
+        # With the stale ones, a line's value rebuilt larger from itself each
+        # step (`kept = torch.cat([kept, x])`): used every step, never stale,
+        # its newest few are walked too, or a growth finding on it would name
+        # no holder (the check asks at the last step end judged, when its
+        # storage was the step's newest, made by then).
+        for srec in itertools.chain(looked, regrown[-_REGROWN_WALKED:]):
             for rec in srec.tids:
                 t = rec.ref() if rec.ref is not None and rec.tid else None
                 if t is not None:
                     starts[("t", rec.tid)] = t
                     counts[rec.tid] = getrefcount(t)   # same spot every mark
-                del t
-        # A line's value rebuilt larger from itself each step (`kept =
-        # torch.cat([kept, x])`) is used every step, never stale: its newest
-        # few are walked too, or a growth finding on it would name no holder
-        # (the check asks at the last step end judged, when its storage was
-        # the step's newest, made by then).
-        for srec in regrown[-_REGROWN_WALKED:]:
-            for rec in srec.tids:
-                t = rec.ref() if rec.ref is not None and rec.tid else None
-                if t is not None:
-                    starts[("t", rec.tid)] = t
-                    counts[rec.tid] = getrefcount(t)
                 del t
         if final:
             self._growing_starts(threshold, starts, counts)
