@@ -76,6 +76,24 @@ static vt__check_report *evaluation_loop(synth *y, int iters, int layers, int ch
     return evaluation_loop_stepped(y, iters, layers, chained, 0);
 }
 
+/* r's one finding, a loop's blocks kept through it (OUTLIER): over `visits`
+ * runs of its body, made at `lines` lines of Python, `blocks` of a MiB each,
+ * freed, under the call at line `call_line`. */
+static const vt__check_finding *only_loop_kept(const vt__check_report *r, const synth *y,
+                                               uint32_t visits, uint32_t lines, uint32_t blocks,
+                                               uint32_t call_line)
+{
+    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
+    ASSERT_EQ(f->loop_visits, visits);
+    ASSERT_EQ(f->kept_lines, lines);
+    ASSERT_EQ(f->nallocs, blocks);
+    ASSERT_EQ(f->bytes, blocks * MiB);
+    ASSERT_EQ(f->freed, 1);
+    ASSERT(f->under_stack != 0);
+    ASSERT_EQ(y->s.frames[y->s.stack_nodes[f->under_stack].frame].line, call_line);
+    return f;
+}
+
 /* Without tensors, an evaluation that sums its losses as tensors without
  * no_grad keeps every iteration's graph until its loop ends, where each
  * would die with its iteration: the step's peak grows with the batches (an
@@ -90,15 +108,7 @@ TEST(a_loops_allocations_kept_until_it_ended_are_an_outlier_without_tensors)
 {
     synth y;
     vt__check_report *r = evaluation_loop(&y, 5, 1, 1);
-    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
-    ASSERT_EQ(f->loop_visits, 5);
-    ASSERT_EQ(f->kept_lines, 3);
-    ASSERT_EQ(f->nallocs, 15);
-    ASSERT_EQ(f->bytes, 15 * MiB);
-    ASSERT_EQ(f->freed, 1);
-    ASSERT(f->under_stack != 0);
-    const vt__frame *call = &y.s.frames[y.s.stack_nodes[f->under_stack].frame];
-    ASSERT_EQ(call->line, 7);
+    only_loop_kept(r, &y, 5, 3, 15, 7);
     char *text = render(r, &y, 0);
     ASSERT_STR_CONTAINS(text, "kept through a loop: 15 blocks made at 3 lines over 5 runs of its"
                               " body or more, where each run's would die with it, freed together"
@@ -180,13 +190,7 @@ TEST(a_loops_blocks_made_under_one_line_of_it_are_told_by_their_uses)
 {
     synth y;
     vt__check_report *r = one_line_evaluation(&y, 5, 1, 0);
-    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
-    ASSERT_EQ(f->loop_visits, 5);
-    ASSERT_EQ(f->kept_lines, 1);
-    ASSERT_EQ(f->nallocs, 10);
-    ASSERT_EQ(f->bytes, 10 * MiB);
-    const vt__frame *call = &y.s.frames[y.s.stack_nodes[f->under_stack].frame];
-    ASSERT_EQ(call->line, 7);
+    only_loop_kept(r, &y, 5, 1, 10, 7);
     vt__check_report_free(r);
     synth_fini(&y);
 
@@ -215,9 +219,7 @@ TEST(a_trace_without_marks_is_stepped_by_the_ends_of_its_backward_passes)
     ASSERT_EQ(r->nmarks, 5);   /* six passes, the last one's end not seen */
     ASSERT_EQ(r->steps_inferred, 1);
     ASSERT(r->rules_run & VT_CHECK_RULE_OUTLIER);
-    const vt__check_finding *f = only_finding_of(r, VT_CHECK_RULE_OUTLIER);
-    ASSERT_EQ(f->loop_visits, 5);
-    ASSERT_EQ(f->nallocs, 15);
+    only_loop_kept(r, &y, 5, 3, 15, 7);
     assert_rendered_says(r, &y, 0, ", 5 marks (the steps its backward passes tell: the program "
                                    "marked no step and made no optimizer step),");
     assert_rendered_says(r, &y, 1, "\"steps_inferred\":true,\"marks\":5,");

@@ -1,6 +1,9 @@
 """Training, then an evaluation in a function of its own over a validation
-set already on the device, shaped as the classic forum report ("CUDA out of
-memory during evaluation"): leaking, it runs without torch.no_grad() and
+set already on the device, shaped as the classic report of an inference loop
+that runs out of memory after a few dozen inputs, however small the batch,
+until it is wrapped in torch.no_grad() (one such write-up:
+https://openillumi.com/en/en-pytorch-cuda-oom-fix-no-grad; this program is
+our own, not its code): leaking, it runs without torch.no_grad() and
 gathers its predictions by concatenating each batch's output onto a running
 tensor (`preds = torch.cat((preds, out))`), so every batch's graph, with
 its activations, stays until the function's caller lets the result go;

@@ -792,6 +792,16 @@ const tests = {
         text.includes('which keeps what it takes as long as the graph lives'), 'the panel lacks the capture: ' + text);
       check(!text.includes('delete the CUDA graph before it'), text);
     });
+    // the same pool a torch.cuda.MemPool the program made (an odd id):
+    // named so, not a CUDA graph's
+    await withPage(makePage('oom_mem_pool', false, 'oom_mem_pool'), async (page) => {
+      const text = await page.evaluate(() => window.__vt.oomPanelText());
+      for (const want of ['asked into a private pool the program made (torch.cuda.MemPool',
+        'until the pool is deleted', '64.0 MiB held by a private pool the program made (32.0 MiB of it free)']) {
+        check(text.includes(want), 'the panel lacks ' + JSON.stringify(want) + ': ' + text);
+      }
+      check(!text.includes('CUDA graph\'s private pool') && !text.includes('being captured'), text);
+    });
     // the same pool on a page without an OOM (the streamed render's)
     await withPage(makePage('graph', false, 'graph'), graphPoolsInTheSegmentsPlot);
     // a page without an OOM has no panel (nor a pool's legend: no pool)

@@ -35,7 +35,9 @@
  *       keeps 64 MiB (32 MiB of it a free segment) when 176 MiB is asked:
  *       deleting the graph is the fix. `graph`: the same without the OOM.
  *       `oom_graph_capture`: the 176 MiB asked during that graph's capture
- *       (into its pool, format 1.15).
+ *       (into its pool, format 1.15). `oom_mem_pool`: the same pool a
+ *       torch.cuda.MemPool the program made (an odd id), the 176 MiB asked
+ *       into it.
  *   gen_snapshot run OUT.vtsnap [LOGITS_BYTES]
  *       Shaped like a real PyTorch run (tests/torch/train_leak.py under
  *       simrun): the weights "w.0".."w.2" (8 MiB each) from setup, then
@@ -644,7 +646,7 @@ static void generate_edge(const char *kind)
         o->aux = 256 * MiB - res;   /* the device's free bytes */
         o->aux2 = res;              /* reserved by the cache */
     } else if (!strcmp(kind, "oom_graph") || !strcmp(kind, "graph") ||
-               !strcmp(kind, "oom_graph_capture")) {
+               !strcmp(kind, "oom_graph_capture") || !strcmp(kind, "oom_mem_pool")) {
         /* PyTorch observed on a 256 MiB device: a 32 MiB tensor in its
          * default pool, a step captured in a CUDA graph whose private pool
          * (SEGMENT_ALLOC aux2, format 1.14) keeps two 32 MiB segments, one
@@ -655,12 +657,14 @@ static void generate_edge(const char *kind)
         uint32_t st_x = STACK("main", "make_input"), st_cap = STACK("main", "capture_step");
         uint32_t st_big = STACK("main", "load_table");
         const uint64_t base = 0x7f0000000000ull, seg = 32 * MiB;
+        /* the graph's own pool (even: {3, 0}), or a MemPool's (odd: {3, 1}) */
+        const uint64_t pool = !strcmp(kind, "oom_mem_pool") ? 7 : 6;
         for (int s = 0; s < 3; s++) {
             vt__event *g = ev(VT_EV_SEGMENT_ALLOC);
             g->addr = base + (uint64_t)s * seg;
             g->size = seg;
             g->aux = VT_POOL_LARGE;
-            g->aux2 = s ? 6 : 0;   /* the graph's pool (even: a graph's own, {3, 0}) */
+            g->aux2 = s ? pool : 0;
             g->stack = s ? st_cap : st_x;
             alloc_at(g->addr, seg, s ? st_cap : st_x);
             S->events[S->nevents - 1].aux = VT_ALLOC_POOL_BLOCK;
@@ -671,8 +675,8 @@ static void generate_edge(const char *kind)
         vt__event *o = ev(VT_EV_OOM);
         o->req_size = o->size = 176 * MiB;
         o->addr = VT_OOM_FRAMEWORK;     /* PyTorch's own request */
-        if (!strcmp(kind, "oom_graph_capture"))
-            o->addr |= VT_OOM_IN_POOL(6);   /* asked during the capture */
+        if (!strcmp(kind, "oom_graph_capture") || !strcmp(kind, "oom_mem_pool"))
+            o->addr |= VT_OOM_IN_POOL(pool);   /* asked during the capture, into the pool */
         o->stack = st_big;
         o->aux = 256 * MiB - 3 * seg;   /* the device's free bytes */
         o->aux2 = 3 * seg;              /* reserved by the cache */
@@ -798,7 +802,7 @@ done:
 int main(int argc, char **argv)
 {
     static const char *const kinds[] = { "small", "big", "many", "empty", "one", "marks", "huge",
-                                         "python", "oom", "oom_leak", "oom_graph", "oom_graph_capture", "graph", "run",
+                                         "python", "oom", "oom_leak", "oom_graph", "oom_graph_capture", "oom_mem_pool", "graph", "run",
                                          "observed",
                                          "by_hand", "paused" };
     int known = 0;
