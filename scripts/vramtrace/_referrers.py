@@ -177,6 +177,35 @@ _LRU_WRAPPER = getattr(functools, "_lru_cache_wrapper", None)
 _CACHE = "'s cache"   # its label: "lru_cache f's cache[(700, device(...))]" once folded
 
 
+def _bounded_cache_labels(wrapper: Any, obj: Any) -> List[str]:
+    """``obj`` as a key or a result of a bounded lru_cache (``maxsize=N``,
+    the decorator's default of 128). Such a cache keeps its entries in a
+    linked list of its own, its dict mapping each key to a link that Python
+    cannot read; the wrapper's traverse visits each link's key and then its
+    result (CPython's Modules/_functoolsmodule.c, lru_cache_tp_traverse), so
+    among the wrapper's referents a result follows its key. Keys are told
+    from results by identity with the dict's keys: comparing them would run
+    the program's ``__eq__`` (a tensor's is an op)."""
+    refs = gc.get_referents(wrapper)
+    try:
+        own = object.__getattribute__(wrapper, "__dict__")
+    except Exception:
+        own = None
+    cache = next((x for x in refs if type(x) is dict and x is not own), None)
+    if cache is None:
+        return []
+    keys = {id(k) for k in list(cache)}
+    out = []
+    for i, x in enumerate(refs):
+        if x is not obj:
+            continue
+        if id(x) in keys:
+            out.append(f"{_CACHE}.key {_short(x)}")   # as a dict's key: "dict.key (...)"
+        elif i > 0 and id(refs[i - 1]) in keys:
+            out.append(f"{_CACHE}[{_short(refs[i - 1])}]")
+    return out
+
+
 def _short(value: Any) -> str:
     """A dict key as a label. Only plain values are formatted: formatting
     anything else runs the program's code (a tensor's repr is thousands of
@@ -858,10 +887,14 @@ class _Walker:
             return [(r, "(referent)")]
         if isinstance(obj, dict) and isinstance(r, type):
             return [(r, ".__dict__")]   # a class's namespace
-        if _LRU_WRAPPER is not None and type(r) is _LRU_WRAPPER and isinstance(obj, dict):
-            # a dict the wrapper holds that is not its __dict__ (above): the
-            # cache of the function's results
-            return [(r, _CACHE)]
+        if _LRU_WRAPPER is not None and type(r) is _LRU_WRAPPER:
+            if isinstance(obj, dict):
+                # a dict the wrapper holds that is not its __dict__ (above):
+                # the cache of the function's results
+                return [(r, _CACHE)]
+            labels = _bounded_cache_labels(r, obj)
+            if labels:
+                return [(r, lb) for lb in labels]
         return ([(r, lb) for lb in _attr_labels(r, obj)] or
                 [(r, lb) for lb in _tensor_attr_labels(r, obj)] or [(r, "(referent)")])
 

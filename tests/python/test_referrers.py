@@ -130,6 +130,39 @@ def test_an_lru_caches_results_are_held_by_its_cache_under_the_calls_arguments()
     assert ("lru_cache table", "'s cache[(<Model>, 5)]") in _labels(res), _labels(res)
 
 
+def test_a_bounded_lru_caches_keys_and_results_are_named_by_the_call():
+    """The decorator's default cache (maxsize=128) keeps its entries in a
+    linked list no Python code can read, not in the dict the unbounded one
+    keeps: a result held there is named under its call as in the unbounded
+    cache, and an argument held in the key (a mask cached by the batch
+    tensor itself) as the cache's key; before, both were an unnamed
+    "(referent)" of the wrapper."""
+    @functools.lru_cache
+    def mask_for(batch):
+        return Payload()
+
+    @functools.lru_cache(maxsize=4)
+    def table(n, kind):
+        return Payload()
+
+    batches = [Payload() for _ in range(3)]
+    results = [mask_for(b) for b in batches]
+    tables = [table(n, "rope") for n in (8, 16)]
+    del results[:], tables[:]
+    res = _walk(mask_for(batches[1]))
+    assert ("lru_cache mask_for", "'s cache[(<Payload>,)]") in _labels(res), _labels(res)
+    assert not any(lb == "(referent)" for _, lb in _labels(res)), _labels(res)
+    res = _walk(table(16, "rope"))
+    assert ("lru_cache table", "'s cache[(16, 'rope')]") in _labels(res), _labels(res)
+    # the argument: held by the cache's key (a tuple) and the program's list
+    arg = batches[2]
+    del batches
+    res = _walk(arg)
+    assert ("lru_cache mask_for", "'s cache.key (<Payload>,)") in _labels(res), _labels(res)
+    assert any(c.endswith("'s cache.key (<Payload>,) -> [0] -> ") for c in _chains(res)), \
+        _chains(res)
+
+
 class ItemsAndAttributes(dict):
     """transformers' ModelOutput: a dict (subclass) whose fields are also
     attributes, in the instance's own __dict__."""

@@ -14,6 +14,8 @@ cause), each step's whole model output kept (a transformers-style ModelOutput:
 one cause; the model's unused buffer and frozen head are its state, not
 findings), a causal mask cached per sequence length by an unbounded
 functools.lru_cache (held by the cache, named with the call's arguments),
+a padding mask cached by the decorator's default (bounded) lru_cache keyed
+by the batch tensor (its result and its key each named as the cache's),
 a few rows of each batch's output kept as slices (each keeps its whole
 batch's buffer: the report says what the slice covers), an evaluation loss
 logged lazily with its graph to a logger whose handler buffers its records
@@ -58,6 +60,9 @@ REPORTS = {
     "kept_validation_graph": (["Program.history → list["], "linger"),
     "kept_model_outputs": (["Program.history → list["], "linger"),
     "lru_cache_masks": (["Program.mask → lru_cache causal_mask's cache[("], "linger"),
+    "lru_cache_by_batch": (["lru_cache padding_mask's cache[(<Tensor>,)] → tensor",
+                            "lru_cache padding_mask's cache.key (<Tensor>,) → tuple[0] → tensor"],
+                           "linger"),
     "kept_output_slices": (["Program.recons → list["], "linger"),
     "logged_eval_loss": (["module logged_eval_loss.log → Logger.handlers → list[0] → "
                           "MemoryHandler.buffer → list["], "linger"),
