@@ -253,7 +253,28 @@ def holder_name(obj: Any) -> str:
         # program stored) or a generator: where it stopped.
         co = obj.f_code
         return f"frame of {co.co_name} ({os.path.basename(co.co_filename)}:{obj.f_lineno})"
+    if isinstance(obj, _SUSPENDED):
+        # a generator (coroutine) named by its function and where it waits
+        code, frame = _suspended_code_and_frame(obj)
+        where = (f" ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+                 if frame is not None else "")
+        return f"{type(obj).__name__} {code.co_name}{where}"
     return type(obj).__name__
+
+
+# A generator, coroutine or async generator: since Python 3.11 its frame lives
+# inside it, so the collector reports the generator itself, not a frame, as
+# what refers to its locals' values.
+_SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+
+
+def _suspended_code_and_frame(gen: Any) -> Tuple[types.CodeType, Optional[types.FrameType]]:
+    """A generator's (coroutine's) code and frame (None once it has finished)."""
+    if isinstance(gen, types.GeneratorType):
+        return gen.gi_code, gen.gi_frame
+    if isinstance(gen, types.CoroutineType):
+        return gen.cr_code, gen.cr_frame
+    return gen.ag_code, gen.ag_frame
 
 
 _MEMBER = types.MemberDescriptorType
@@ -848,6 +869,12 @@ class _Walker:
         """(holder, label) pairs for referrer ``r`` of ``obj``."""
         if isinstance(r, types.FrameType):
             return [(r, lb) for lb in _frame_labels(r, obj)] or [(r, "(referent)")]
+        if isinstance(r, _SUSPENDED):
+            # its locals, read through its frame as a returned frame's are
+            frame = _suspended_code_and_frame(r)[1]
+            labels = _frame_labels(frame, obj) if frame is not None else []
+            if labels:
+                return [(r, lb) for lb in labels]
         if isinstance(r, types.TracebackType):
             return [(r, lb) for lb, v in ((".tb_frame", r.tb_frame), (".tb_next", r.tb_next))
                     if v is obj] or [(r, "(referent)")]

@@ -163,6 +163,46 @@ def test_a_bounded_lru_caches_keys_and_results_are_named_by_the_call():
         _chains(res)
 
 
+def test_a_suspended_generators_locals_are_named_by_the_generator_and_where_it_waits():
+    """Since Python 3.11 a generator's frame lives inside it: the collector
+    reports the generator, not a frame, as what refers to its locals. A
+    batch generator that keeps what it produced is named by its function,
+    the line it waits at and the local; before, "generator(referent)"."""
+    def batches(n):
+        produced = []
+        for _ in range(n):
+            produced.append(Payload())
+            yield produced[-1]   # WAITS_HERE
+
+    async def waiter(x):
+        kept = x
+        await _Suspend()
+        return kept
+
+    line = next(i for i, text in enumerate(open(__file__), 1) if "# WAITS_HERE" in text)
+    it = batches(3)
+    first = next(it)
+    next(it)
+    res = _walk(first)
+    name = f"generator batches (test_referrers.py:{line})"
+    assert (name, "local 'produced'") in _labels(res), _labels(res)
+    assert any("local 'it' in test_a_suspended" in c and c.endswith(" -> local 'produced' -> [0] -> ")
+               for c in _chains(res)), _chains(res)
+    assert not any(lb == "(referent)" for _, lb in _labels(res)), _labels(res)
+    held = Payload()
+    co = waiter(held)
+    co.send(None)
+    res = _walk(held)
+    assert any(n.startswith("coroutine waiter (test_referrers.py:") and lb == "local 'kept'"
+               for n, lb in _labels(res)), _labels(res)
+    co.close()
+
+
+class _Suspend:
+    def __await__(self):
+        yield
+
+
 class ItemsAndAttributes(dict):
     """transformers' ModelOutput: a dict (subclass) whose fields are also
     attributes, in the instance's own __dict__."""
