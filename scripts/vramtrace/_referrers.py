@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import os
 import sys
 import threading
@@ -204,6 +205,34 @@ def _bounded_cache_labels(wrapper: Any, obj: Any) -> List[str]:
         elif i > 0 and id(refs[i - 1]) in keys:
             out.append(f"{_CACHE}[{_short(refs[i - 1])}]")
     return out
+
+
+# itertools' iterators that keep what they have produced in C fields no
+# attribute reaches: cycle saves every item of its first pass (a DataLoader
+# cycled for an endless run keeps every batch of an epoch: pytorch/pytorch#23900,
+# bytedance/UNO#64), and tee keeps what one copy has read and another has not,
+# in linked blocks of values (Modules/itertoolsmodule.c).
+_TEE = getattr(itertools, "_tee", None)
+_TEE_DATA = getattr(itertools, "_tee_dataobject", None)
+
+
+def _itertools_labels(holder: Any, obj: Any) -> List[str]:
+    """``obj``'s field in an itertools cycle or tee, named as a slot is
+    (``cycle.saved``, ``_tee_dataobject.values[3]``); [] for other holders."""
+    t = type(holder)
+    if t is itertools.cycle:
+        # its fields: the iterator and the list of what it has saved
+        return [".saved" if type(obj) is list else ".it"]
+    if _TEE is not None and t is _TEE:
+        return [".dataobj"] if type(obj) is _TEE_DATA else []
+    if _TEE_DATA is None or t is not _TEE_DATA:
+        return []
+    if type(obj) is _TEE_DATA:
+        return [".nextlink"]
+    # the iterator, then the values read so far, then the next block: a
+    # value's index is its place after the iterator
+    refs = [x for x in gc.get_referents(holder) if x is not t and type(x) is not _TEE_DATA]
+    return [".it" if i == 0 else f".values[{i - 1}]" for i, x in enumerate(refs) if x is obj]
 
 
 def _short(value: Any) -> str:
@@ -923,7 +952,8 @@ class _Walker:
             if labels:
                 return [(r, lb) for lb in labels]
         return ([(r, lb) for lb in _attr_labels(r, obj)] or
-                [(r, lb) for lb in _tensor_attr_labels(r, obj)] or [(r, "(referent)")])
+                [(r, lb) for lb in _tensor_attr_labels(r, obj)] or
+                [(r, lb) for lb in _itertools_labels(r, obj)] or [(r, "(referent)")])
 
     def fold(self) -> None:
         """Fold ``owner.__dict__['k']`` into ``owner.k``,

@@ -203,6 +203,38 @@ class _Suspend:
         yield
 
 
+def test_itertools_cycle_and_tee_hold_what_they_keep_in_fields_named_as_slots():
+    """A DataLoader cycled with itertools.cycle keeps every batch of its
+    first pass (pytorch/pytorch#23900); a tee keeps what one copy has read
+    and the other has not. Both keep them in C fields no attribute reaches:
+    named as slots are, not "(referent)"."""
+    import itertools
+
+    batches = [Payload() for _ in range(4)]
+    cyc = itertools.cycle(iter(batches))
+    for _ in range(3):
+        next(cyc)
+    second = batches[1]
+    del batches
+    res = _walk(second)
+    assert ("cycle", ".saved") in _labels(res), _labels(res)
+    assert any("local 'cyc' in test_itertools" in c and c.endswith(" -> .saved -> [1] -> ")
+               for c in _chains(res)), _chains(res)
+    items = [Payload() for _ in range(4)]
+    ahead, behind = itertools.tee(iter(items))
+    for _ in range(3):
+        next(ahead)
+    third = items[2]
+    del items
+    res = _walk(third)
+    assert ("_tee_dataobject", ".values[2]") in _labels(res), _labels(res)
+    assert ("_tee", ".dataobj") in _labels(res), _labels(res)
+    # (the list the tee's source iterates is the list iterator's "(referent)")
+    assert not any(n.startswith("_tee") and lb == "(referent)" for n, lb in _labels(res)), \
+        _labels(res)
+    del ahead, behind, cyc
+
+
 class ItemsAndAttributes(dict):
     """transformers' ModelOutput: a dict (subclass) whose fields are also
     attributes, in the instance's own __dict__."""

@@ -16,7 +16,9 @@ findings), a causal mask cached per sequence length by an unbounded
 functools.lru_cache (held by the cache, named with the call's arguments),
 a padding mask cached by the decorator's default (bounded) lru_cache keyed
 by the batch tensor (its result and its key each named as the cache's),
-a few rows of each batch's output kept as slices (each keeps its whole
+a DataLoader cycled with itertools.cycle for an endless run (every batch of
+its first pass saved: held by the cycle, named as its field), a few rows of
+each batch's output kept as slices (each keeps its whole
 batch's buffer: the report says what the slice covers), an evaluation loss
 logged lazily with its graph to a logger whose handler buffers its records
 (held by the logging module's objects, named from the program's logger), a
@@ -64,6 +66,7 @@ REPORTS = {
                             "lru_cache padding_mask's cache.key (<Tensor>,) → tuple[0] → tensor"],
                            "linger"),
     "kept_output_slices": (["Program.recons → list["], "linger"),
+    "cycled_loader": (["Program.batches → cycle.saved → list["], "linger"),
     "logged_eval_loss": (["module logged_eval_loss.log → Logger.handlers → list[0] → "
                           "MemoryHandler.buffer → list["], "linger"),
     "packed_output_cycle": (["(cycle) tensor 'out = self.model(xv)"], "linger"),
