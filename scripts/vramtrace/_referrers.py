@@ -178,6 +178,21 @@ _LRU_WRAPPER = getattr(functools, "_lru_cache_wrapper", None)
 _CACHE = "'s cache"   # its label: "lru_cache f's cache[(700, device(...))]" once folded
 
 
+def _lru_cache_dict(wrapper: Any) -> Tuple[List[Any], Optional[dict]]:
+    """An lru_cache wrapper's referents and its cache's dict: the last dict
+    among them but its own ``__dict__`` (the wrapper's traverse visits its
+    entries, then the cache, the function, ..., the ``__dict__`` last:
+    lru_cache_tp_traverse), so that a result that is itself a dict is not
+    taken for the cache."""
+    refs = gc.get_referents(wrapper)
+    try:
+        own = object.__getattribute__(wrapper, "__dict__")
+    except Exception:
+        own = None
+    dicts = [x for x in refs if type(x) is dict and x is not own]
+    return refs, dicts[-1] if dicts else None
+
+
 def _bounded_cache_labels(wrapper: Any, obj: Any) -> List[str]:
     """``obj`` as a key or a result of a bounded lru_cache (``maxsize=N``,
     the decorator's default of 128). Such a cache keeps its entries in a
@@ -187,12 +202,7 @@ def _bounded_cache_labels(wrapper: Any, obj: Any) -> List[str]:
     among the wrapper's referents a result follows its key. Keys are told
     from results by identity with the dict's keys: comparing them would run
     the program's ``__eq__`` (a tensor's is an op)."""
-    refs = gc.get_referents(wrapper)
-    try:
-        own = object.__getattribute__(wrapper, "__dict__")
-    except Exception:
-        own = None
-    cache = next((x for x in refs if type(x) is dict and x is not own), None)
+    refs, cache = _lru_cache_dict(wrapper)
     if cache is None:
         return []
     keys = {id(k) for k in list(cache)}
@@ -944,9 +954,8 @@ class _Walker:
         if isinstance(obj, dict) and isinstance(r, type):
             return [(r, ".__dict__")]   # a class's namespace
         if _LRU_WRAPPER is not None and type(r) is _LRU_WRAPPER:
-            if isinstance(obj, dict):
-                # a dict the wrapper holds that is not its __dict__ (above):
-                # the cache of the function's results
+            if isinstance(obj, dict) and _lru_cache_dict(r)[1] is obj:
+                # the dict of the function's results (its __dict__ is above)
                 return [(r, _CACHE)]
             labels = _bounded_cache_labels(r, obj)
             if labels:

@@ -154,6 +154,14 @@ def test_a_bounded_lru_caches_keys_and_results_are_named_by_the_call():
     assert not any(lb == "(referent)" for _, lb in _labels(res)), _labels(res)
     res = _walk(table(16, "rope"))
     assert ("lru_cache table", "'s cache[(16, 'rope')]") in _labels(res), _labels(res)
+    # a result that is itself a dict is a result, not the cache's dict
+    @functools.lru_cache
+    def state_of(n):
+        return {"weight": Payload()}
+
+    res = _walk(state_of(3)["weight"])
+    assert ("lru_cache state_of", "'s cache[3]") in _labels(res), _labels(res)
+    assert not any(lb == "'s cache" for _, lb in _labels(res)), _labels(res)
     # the argument: held by the cache's key (a tuple) and the program's list
     arg = batches[2]
     del batches
