@@ -218,22 +218,21 @@ def test_itertools_cycle_and_tee_hold_what_they_keep_in_fields_named_as_slots():
     named as slots are, not "(referent)"."""
     import itertools
 
-    batches = [Payload() for _ in range(4)]
-    cyc = itertools.cycle(iter(batches))
-    for _ in range(3):
-        next(cyc)
-    second = batches[1]
-    del batches
+    def read_three(wrap, keep):
+        """wrap(an iterator over four items), its (first) copy read three
+        times, and item ``keep``: the items' list itself is gone."""
+        items = [Payload() for _ in range(4)]
+        its = wrap(iter(items))
+        for _ in range(3):
+            next(its[0] if isinstance(its, tuple) else its)
+        return its, items[keep]
+
+    cyc, second = read_three(itertools.cycle, 1)
     res = _walk(second)
     assert ("cycle", ".saved") in _labels(res), _labels(res)
     assert any("local 'cyc' in test_itertools" in c and c.endswith(" -> .saved -> [1] -> ")
                for c in _chains(res)), _chains(res)
-    items = [Payload() for _ in range(4)]
-    ahead, behind = itertools.tee(iter(items))
-    for _ in range(3):
-        next(ahead)
-    third = items[2]
-    del items
+    (ahead, behind), third = read_three(itertools.tee, 2)
     res = _walk(third)
     assert ("_tee_dataobject", ".values[2]") in _labels(res), _labels(res)
     assert ("_tee", ".dataobj") in _labels(res), _labels(res)
