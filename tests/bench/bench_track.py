@@ -43,6 +43,12 @@ untracked one's. Per-step medians leave out what happens once (the first
 mark's lookup of the models, the first ops' lookups), which the CPU rows'
 totals keep.
 
+A third device row, "device_decode", is information, not a target: greedy
+decoding under no_grad (a small decoder whose key/value cache grows by
+torch.cat each token; 16 tokens a step, about 40 small ops each), tracked
+without marks as an inference program runs: what an op costs tracked where
+ops are small and no backward or optimizer shares the step.
+
 --device-pin CPU runs each device process on that one CPU (all its threads):
 on a shared 2-core virtual machine the untracked loop's step is bimodal
 (0.5 or 0.75 ms, whether the program's, the autograd engine's and the
@@ -117,6 +123,47 @@ def warm_device_step(leak: bool = False, pin: int = -1):
     import torch
     step = training_step("small", leak, "cuda")
     for i in range(5):   # warm-up, untimed
+        step(i)
+    torch.cuda.synchronize()
+    return step
+
+
+def warm_decode_step(pin: int = -1):
+    """Greedy decoding on the (simulated) CUDA device, as an inference
+    program runs it: a small decoder (two layers, a key/value cache grown
+    by torch.cat each token, under no_grad), a step 16 tokens from a fresh
+    8-token prompt: about 40 small ops a token, no backward and no mark.
+    Warmed up (3 steps, synchronized): step(i), for a device row's process."""
+    if pin >= 0:
+        os.sched_setaffinity(0, {pin})
+    sys.path.insert(0, SCRIPTS)
+    import torch
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    d, vocab = 128, 500
+    emb = torch.nn.Embedding(vocab, d).cuda()
+    layers = [(torch.nn.Linear(d, 3 * d).cuda(), torch.nn.Linear(d, d).cuda(),
+               torch.nn.Linear(d, 4 * d).cuda(), torch.nn.Linear(4 * d, d).cuda())
+              for _ in range(2)]
+    head = torch.nn.Linear(d, vocab).cuda()
+
+    def token(tok, caches):
+        x, grown = emb(tok), []
+        for (qkv, proj, up, down), cache in zip(layers, caches):
+            q, k, v = qkv(x).split(d, dim=-1)
+            if cache is not None:
+                k, v = torch.cat([cache[0], k], 1), torch.cat([cache[1], v], 1)
+            x = x + proj((q @ k.transpose(1, 2) / d ** 0.5).softmax(-1) @ v)
+            x = x + down(torch.nn.functional.gelu(up(x)))
+            grown.append((k, v))
+        return head(x[:, -1]).argmax(-1, keepdim=True), grown
+
+    def step(i: int) -> None:
+        with torch.no_grad():
+            tok, caches = torch.randint(0, vocab, (2, 8), device="cuda"), [None, None]
+            for _ in range(16):
+                tok, caches = token(tok, caches)
+    for i in range(3):   # warm-up, untimed
         step(i)
     torch.cuda.synchronize()
     return step
@@ -207,13 +254,16 @@ def child(mode: str, leak: bool, steps: int, snap: str, size: str = "small") -> 
     print(json.dumps({"ms": dc * 1e3 / steps, "wall_ms": dt * 1e3 / steps, **stats}))
 
 
-def device_child(mode: str, leak: bool, steps: int, pin: int = -1) -> None:
-    """The small loop on the (simulated) CUDA device, ``mode`` "untracked"
-    or "tracked" (as users run it, a mark per iteration): the process's CPU
-    ms and the wall ms of each step, each step synchronized; their medians
-    and the wall's fastest tenth. ``pin`` >= 0: on that CPU alone (before
-    torch starts a thread: every thread inherits it)."""
-    step = warm_device_step(leak, pin)
+def device_child(mode: str, loop: str, steps: int, pin: int = -1) -> None:
+    """A loop on the (simulated) CUDA device, the small training loop
+    (``loop`` "clean" or "leak") or decoding ("decode"), ``mode``
+    "untracked" or "tracked" (as users run it: a training loop with a mark
+    per iteration, decoding without: an inference program makes none): the
+    process's CPU ms and the wall ms of each step, each step synchronized;
+    their medians and the wall's fastest tenth. ``pin`` >= 0: on that CPU
+    alone (before torch starts a thread: every thread inherits it)."""
+    decode = loop == "decode"
+    step = warm_decode_step(pin) if decode else warm_device_step(loop == "leak", pin)
     import torch
     times, cpu = [], []
     stats: dict = {}
@@ -234,7 +284,7 @@ def device_child(mode: str, leak: bool, steps: int, pin: int = -1) -> None:
         with vtt.track() as tr:
             observer = tr._observer is not None
             for i in range(steps):
-                timed(i, vtt.mark)
+                timed(i, None if decode else vtt.mark)
         fast = getattr(tr, "_fast", None)
         stats = {"observer": observer, "c_path": fast is not None,
                  "ops": tr.ops, "walks": tr.walks}
@@ -244,16 +294,15 @@ def device_child(mode: str, leak: bool, steps: int, pin: int = -1) -> None:
                       "cpu_ms": cpu[len(cpu) // 2] * 1e3, **stats}))
 
 
-def run_device(simrun: str, mode: str, leak: bool, steps: int, pin: int = -1) -> dict:
+def run_device(simrun: str, mode: str, loop: str, steps: int, pin: int = -1) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([SCRIPTS, env.get("PYTHONPATH", "")])
     env.pop("VRAMTRACE_TRACK_OBSERVER", None)   # as users run it
     r = subprocess.run([simrun, "--mem", "1G", "--", sys.executable, __file__, "--device-child",
-                        mode, "leak" if leak else "clean", str(steps), str(pin)], env=env,
+                        mode, loop, str(steps), str(pin)], env=env,
                        capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
-        sys.exit(f"bench_track: device {mode} {'leak' if leak else 'clean'} failed:\n"
-                 f"{r.stderr[-2000:]}")
+        sys.exit(f"bench_track: device {mode} {loop} failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -270,12 +319,12 @@ def device_rows(simrun: str, steps: int, rounds: int, pin: int = -1) -> dict:
           f"{'untracked wall':>16}{'tracked wall':>14}{'wall':>7}{'p10':>7}"
           f"{'ops/it':>8}{'walks':>7}")
     out = {}
-    for leak in (False, True):
-        name = "device_" + ("leaking" if leak else "clean")
+    for loop, name in (("clean", "device_clean"), ("leak", "device_leaking"),
+                       ("decode", "device_decode")):
         got: dict = {"untracked": [], "tracked": []}
         for _ in range(rounds):
             for mode in got:
-                got[mode].append(run_device(simrun, mode, leak, steps, pin))
+                got[mode].append(run_device(simrun, mode, loop, steps, pin))
         base, tr = got["untracked"], got["tracked"]
         if not all(r["observer"] and r["c_path"] for r in tr):
             sys.exit("bench_track: the device runs did not use the op observer and the C path")
@@ -371,7 +420,7 @@ def main() -> None:
         child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]), sys.argv[5], sys.argv[6])
         return
     if sys.argv[1:2] == ["--device-child"]:
-        device_child(sys.argv[2], sys.argv[3] == "leak", int(sys.argv[4]),
+        device_child(sys.argv[2], sys.argv[3], int(sys.argv[4]),
                      int(sys.argv[5]) if len(sys.argv) > 5 else -1)
         return
     ap = parser(__doc__)
@@ -406,7 +455,8 @@ def main() -> None:
         fields.append(" ".join(
             f"{n}_ratio={dev[n][0]:.2f} {n}_wall_ratio={dev[n][1]:.2f} "
             f"{n}_p10_ratio={dev[n][2]:.2f}"
-            for n in ("device_clean", "device_leaking")) + " device_targets: clean<=1.5 leaking<=3.0")
+            for n in ("device_clean", "device_leaking", "device_decode"))
+            + " device_targets: clean<=1.5 leaking<=3.0 (decode: information)")
     print("RESULT " + " ".join(fields))
 
 
