@@ -42,8 +42,8 @@ written once there; ``track()`` records nothing without it),
 ``allocator.py`` (``use_allocator()``).
 The Tracker is one state machine across them (its mixins share its
 state); the parts that stand alone live beside the package:
-``_referrers.py`` (the holder walk), ``_holders.py``, ``_storage_life.py``,
-``_stacks.py``.
+``_referrers.py`` (the holder walk; ``_hop_labels.py`` names its hops),
+``_holders.py``, ``_storage_life.py``, ``_stacks.py``.
 """
 
 from __future__ import annotations
