@@ -38,6 +38,7 @@
  * after the loop (made_under_the_loop says which blocks count).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,21 +169,42 @@ static size_t program_frames(ck_loops *l, const vt__snapshot_data *s, uint32_t s
     return n;
 }
 
-/* How deep `stack`'s frames of the program (into fr) say the same as
- * first[0..depth): that depth, or -ENOMEM. */
-static long agreeing_depth(ck_loops *l, const vt__snapshot_data *s, const uint32_t *first,
-                           size_t depth, uint32_t stack, uint32_t *fr)
+/* Member i ends a visit of the loop's body: its tensors were used for the
+ * last time before member i + 1 was made (uses recorded: track()). */
+static bool ends_a_visit(const ck_loops *l, size_t i)
 {
-    size_t n = program_frames(l, s, stack, fr), d = 0;
-    while (d < depth && d < n) {
-        uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
-        if (!a || !b)
-            return -ENOMEM;
-        if (a != b)
-            break;
-        d++;
+    return i + 1 < l->nheld && l->held[i].last_use != UINT64_MAX &&
+           l->held[i].last_use < l->held[i + 1].st.alloc_seq;
+}
+
+/* The innermost call of the program that the held members share (those
+ * ending a visit only, where `visit_ends`): its depth, the frames of the
+ * first such member down to it in `first`; 0 where none, -ENOMEM. */
+static long shared_call_depth(ck_loops *l, const vt__snapshot_data *s, bool visit_ends,
+                              uint32_t *first)
+{
+    uint32_t fr[LOOP_MAX_FRAMES];
+    size_t depth = 0, taken = 0;
+    for (size_t i = 0; i < l->nheld; i++) {
+        if (visit_ends && !ends_a_visit(l, i))
+            continue;
+        if (!taken++) {
+            depth = program_frames(l, s, l->held[i].st.alloc_stack, first);
+            continue;
+        }
+        /* as deep as this member's frames say the same */
+        size_t n = program_frames(l, s, l->held[i].st.alloc_stack, fr), d = 0;
+        while (d < depth && d < n) {
+            uint64_t a = path_at(l, s, first[d]), b = path_at(l, s, fr[d]);
+            if (!a || !b)
+                return -ENOMEM;
+            if (a != b)
+                break;
+            d++;
+        }
+        depth = d;
     }
-    return (long)d;
+    return (long)depth;
 }
 
 /* A frame's line as a key: its file's string and its line. */
@@ -225,18 +247,12 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, int by_uses,
     }
     if (nseen < (by_uses ? 1 : LOOP_MIN_LINES))
         return 0;
-    /* the innermost call all share: the first member's frames of the
-     * program, as deep as every member's say the same */
+    /* the innermost call all share */
     uint32_t first[LOOP_MAX_FRAMES], fr[LOOP_MAX_FRAMES];
-    size_t depth = program_frames(l, s, l->held[0].st.alloc_stack, first);
-    for (size_t i = 1; i < l->nheld && depth; i++) {
-        long d = agreeing_depth(l, s, first, depth, l->held[i].st.alloc_stack, fr);
-        if (d < 0)
-            return (int)d;
-        depth = (size_t)d;
-    }
-    if (!depth)
-        return 0;
+    long shared = shared_call_depth(l, s, false, first);
+    if (shared <= 0)
+        return (int)shared;
+    size_t depth = (size_t)shared;
     /* by_uses: where a member was made at the innermost frame all share,
      * that frame is the loop's one line, and the call is the one above it */
     for (size_t i = 0; by_uses && depth >= 2 && i < l->nheld; i++)
@@ -249,7 +265,7 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, int by_uses,
     if (by_uses) {
         uint32_t runs = 1;
         for (size_t i = 0; i + 1 < l->nheld; i++)
-            runs += l->held[i].last_use < l->held[i + 1].st.alloc_seq;
+            runs += ends_a_visit(l, i);
         *visits = runs;
         return runs >= LOOP_MIN_VISITS;
     }
@@ -294,22 +310,10 @@ static int made_by_a_loop(ck_loops *l, const vt__snapshot_data *s, int by_uses,
 static int made_under_the_loop(ck_loops *l, const vt__snapshot_data *s)
 {
     uint32_t first[LOOP_MAX_FRAMES], fr[LOOP_MAX_FRAMES];
-    size_t depth = 0, ends = 0;
-    for (size_t i = 0; i + 1 < l->nheld; i++) {
-        const loop_member *h = &l->held[i];
-        if (h->last_use == UINT64_MAX || h->last_use >= l->held[i + 1].st.alloc_seq)
-            continue;
-        if (!ends++) {
-            depth = program_frames(l, s, h->st.alloc_stack, first);
-            continue;
-        }
-        long d = agreeing_depth(l, s, first, depth, h->st.alloc_stack, fr);
-        if (d < 0)
-            return (int)d;
-        depth = (size_t)d;
-    }
-    if (!depth)
-        return 0;
+    long shared = shared_call_depth(l, s, true, first);
+    if (shared <= 0)
+        return (int)shared;
+    size_t depth = (size_t)shared;
     uint64_t call = path_at(l, s, first[depth - 1]);
     if (!call)
         return -ENOMEM;
