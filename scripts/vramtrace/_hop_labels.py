@@ -43,33 +43,30 @@ _LRU_WRAPPER = getattr(functools, "_lru_cache_wrapper", None)
 _CACHE = "'s cache"   # its label: "lru_cache f's cache[(700, device(...))]" once folded
 
 
-def _lru_cache_dict(wrapper: Any) -> Tuple[List[Any], Optional[dict]]:
-    """An lru_cache wrapper's referents and its cache's dict: the last dict
-    among them but its own ``__dict__`` (the wrapper's traverse visits its
-    entries, then the cache, the function, ..., the ``__dict__`` last:
-    lru_cache_tp_traverse), so that a result that is itself a dict is not
-    taken for the cache."""
+def _lru_cache_labels(wrapper: Any, obj: Any) -> List[str]:
+    """``obj`` in an lru_cache wrapper's C fields: its cache's dict (``'s
+    cache``, folded with the dict's items into ``'s cache[key]``), or, in a
+    bounded cache (``maxsize=N``, the decorator's default of 128), a key or
+    a result. A bounded cache keeps its entries in a linked list of its own,
+    its dict mapping each key to a link that Python cannot read; the
+    wrapper's traverse (CPython's Modules/_functoolsmodule.c,
+    lru_cache_tp_traverse) visits each link's key and then its result, then
+    the cache's dict, ..., its own ``__dict__`` last: so among its referents
+    a result follows its key, and the cache is the last dict but the
+    ``__dict__`` (a result that is a dict is not taken for it). Keys are told
+    from results by identity with the dict's keys: comparing them would run
+    the program's ``__eq__`` (a tensor's is an op)."""
     refs = gc.get_referents(wrapper)
     try:
         own = object.__getattribute__(wrapper, "__dict__")
     except Exception:
         own = None
     dicts = [x for x in refs if type(x) is dict and x is not own]
-    return refs, dicts[-1] if dicts else None
-
-
-def _bounded_cache_labels(wrapper: Any, obj: Any) -> List[str]:
-    """``obj`` as a key or a result of a bounded lru_cache (``maxsize=N``,
-    the decorator's default of 128). Such a cache keeps its entries in a
-    linked list of its own, its dict mapping each key to a link that Python
-    cannot read; the wrapper's traverse visits each link's key and then its
-    result (CPython's Modules/_functoolsmodule.c, lru_cache_tp_traverse), so
-    among the wrapper's referents a result follows its key. Keys are told
-    from results by identity with the dict's keys: comparing them would run
-    the program's ``__eq__`` (a tensor's is an op)."""
-    refs, cache = _lru_cache_dict(wrapper)
-    if cache is None:
+    if not dicts:
         return []
+    cache = dicts[-1]
+    if obj is cache:
+        return [_CACHE]
     keys = {id(k) for k in list(cache)}
     out = []
     for i, x in enumerate(refs):
@@ -279,3 +276,16 @@ def _container_labels(container: Any, child: Any) -> List[str]:
     if isinstance(container, (set, frozenset)):
         return ["{element}"]
     return []
+
+
+def _hidden_field_labels(holder: Any, obj: Any) -> List[str]:
+    """``obj`` in fields of ``holder`` that no attribute reaches: a
+    suspended generator's (coroutine's) locals, an lru_cache's dict, keys
+    and results, an itertools cycle's or tee's fields; [] for any other
+    holder or where it holds ``obj`` otherwise."""
+    if isinstance(holder, _SUSPENDED):
+        frame = _suspended_code_and_frame(holder)[1]
+        return _frame_labels(frame, obj) if frame is not None else []
+    if _LRU_WRAPPER is not None and type(holder) is _LRU_WRAPPER:
+        return _lru_cache_labels(holder, obj)
+    return _itertools_labels(holder, obj)

@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from . import _gc_hold
-from ._hop_labels import (_CACHE, _CO_OPTIMIZED, _LRU_WRAPPER, _SUSPENDED, _attr_labels,
-                          _bounded_cache_labels, _container_labels, _frame_labels,
-                          _itertools_labels, _lru_cache_dict, _suspended_code_and_frame,
-                          _tensor_attr_labels, holder_name)
+from ._hop_labels import (_CACHE, _CO_OPTIMIZED, _attr_labels, _container_labels,
+                          _frame_labels, _hidden_field_labels, _tensor_attr_labels,
+                          holder_name)
 
 __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "walk_running_frames",
            "holder_name", "referrers_of",
@@ -649,12 +648,6 @@ class _Walker:
         """(holder, label) pairs for referrer ``r`` of ``obj``."""
         if isinstance(r, types.FrameType):
             return [(r, lb) for lb in _frame_labels(r, obj)] or [(r, "(referent)")]
-        if isinstance(r, _SUSPENDED):
-            # its locals, read through its frame as a returned frame's are
-            frame = _suspended_code_and_frame(r)[1]
-            labels = _frame_labels(frame, obj) if frame is not None else []
-            if labels:
-                return [(r, lb) for lb in labels]
         if isinstance(r, types.TracebackType):
             return [(r, lb) for lb, v in ((".tb_frame", r.tb_frame), (".tb_next", r.tb_next))
                     if v is obj] or [(r, "(referent)")]
@@ -694,16 +687,11 @@ class _Walker:
             return [(r, "(referent)")]
         if isinstance(obj, dict) and isinstance(r, type):
             return [(r, ".__dict__")]   # a class's namespace
-        if _LRU_WRAPPER is not None and type(r) is _LRU_WRAPPER:
-            if isinstance(obj, dict) and _lru_cache_dict(r)[1] is obj:
-                # the dict of the function's results (its __dict__ is above)
-                return [(r, _CACHE)]
-            labels = _bounded_cache_labels(r, obj)
-            if labels:
-                return [(r, lb) for lb in labels]
-        return ([(r, lb) for lb in _attr_labels(r, obj)] or
-                [(r, lb) for lb in _tensor_attr_labels(r, obj)] or
-                [(r, lb) for lb in _itertools_labels(r, obj)] or [(r, "(referent)")])
+        # a C object's fields (a generator's locals, an lru_cache's, ...),
+        # an object's attributes and slots, a tensor's hooks
+        return ([(r, lb) for lb in _hidden_field_labels(r, obj)] or
+                [(r, lb) for lb in _attr_labels(r, obj)] or
+                [(r, lb) for lb in _tensor_attr_labels(r, obj)] or [(r, "(referent)")])
 
     def fold(self) -> None:
         """Fold ``owner.__dict__['k']`` into ``owner.k``,
