@@ -45,7 +45,7 @@ totals keep.
 
 A third device row, "device_decode", is information, not a target: greedy
 decoding under no_grad (a small decoder whose key/value cache grows by
-torch.cat each token; 16 tokens a step, about 40 small ops each), tracked
+torch.cat each token; 16 tokens a step, about 80 small ops each), tracked
 without marks as an inference program runs: what an op costs tracked where
 ops are small and no backward or optimizer shares the step.
 
@@ -112,31 +112,35 @@ def training_step(size: str = "small", leak: bool = False, device: str = "cpu"):
     return step
 
 
-def warm_device_step(leak: bool = False, pin: int = -1):
-    """The small loop on the (simulated) CUDA device, warmed up (5 steps,
-    synchronized): step(i), for a device row's process. ``pin`` >= 0: on
-    that CPU alone (before torch starts a thread: every thread inherits
-    it). Also used by bench_track_parts.py and bench_mark_parts.py."""
+def warmed_on_device(make, pin: int, warm_up: int):
+    """A device row's process: on CPU ``pin`` alone where ``pin`` >= 0 (set
+    before torch starts a thread: every thread inherits it), the package
+    importable; the step ``make()`` builds, run ``warm_up`` times
+    (untimed) and synchronized: step(i)."""
     if pin >= 0:
         os.sched_setaffinity(0, {pin})
     sys.path.insert(0, SCRIPTS)
     import torch
-    step = training_step("small", leak, "cuda")
-    for i in range(5):   # warm-up, untimed
+    step = make()
+    for i in range(warm_up):
         step(i)
     torch.cuda.synchronize()
     return step
 
 
-def warm_decode_step(pin: int = -1):
+def warm_device_step(leak: bool = False, pin: int = -1):
+    """The small loop on the (simulated) CUDA device, warmed up (5 steps):
+    step(i), for a device row's process. Also used by bench_track_parts.py
+    and bench_mark_parts.py."""
+    return warmed_on_device(lambda: training_step("small", leak, "cuda"), pin, 5)
+
+
+def decode_step():
     """Greedy decoding on the (simulated) CUDA device, as an inference
     program runs it: a small decoder (two layers, a key/value cache grown
     by torch.cat each token, under no_grad), a step 16 tokens from a fresh
-    8-token prompt: about 40 small ops a token, no backward and no mark.
-    Warmed up (3 steps, synchronized): step(i), for a device row's process."""
-    if pin >= 0:
-        os.sched_setaffinity(0, {pin})
-    sys.path.insert(0, SCRIPTS)
+    8-token prompt: about 80 small ops a token, no backward and no mark.
+    Returns step(i)."""
     import torch
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -163,9 +167,6 @@ def warm_decode_step(pin: int = -1):
             tok, caches = torch.randint(0, vocab, (2, 8), device="cuda"), [None, None]
             for _ in range(16):
                 tok, caches = token(tok, caches)
-    for i in range(3):   # warm-up, untimed
-        step(i)
-    torch.cuda.synchronize()
     return step
 
 
@@ -263,7 +264,8 @@ def device_child(mode: str, loop: str, steps: int, pin: int = -1) -> None:
     their medians and the wall's fastest tenth. ``pin`` >= 0: on that CPU
     alone (before torch starts a thread: every thread inherits it)."""
     decode = loop == "decode"
-    step = warm_decode_step(pin) if decode else warm_device_step(loop == "leak", pin)
+    step = (warmed_on_device(decode_step, pin, 3) if decode
+            else warm_device_step(loop == "leak", pin))
     import torch
     times, cpu = [], []
     stats: dict = {}
