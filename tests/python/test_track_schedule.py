@@ -509,3 +509,94 @@ def test_a_deeper_walk_never_waits_for_more_than_the_credits_ceiling(fake):
         vtt.mark("iteration 3")
         assert tr.walks == walks + 1, (tr.walks, tr.walks_postponed)
     del kept
+
+
+def test_a_mark_whose_credit_pays_no_walk_names_the_local_that_keeps_a_graph(fake):
+    """A validation that sums its losses as tensors keeps every batch's
+    graph, and the activations it saved, in a local: no frame holds the
+    saved tensors themselves, and a mark (or a tick) whose credit paid no
+    heap walk named no holder for them (CI, stop 102: a tick's walk on a
+    loaded machine spent its time on heap passes). The walk of the running
+    frames alone reads the autograd graphs for the nodes that save them
+    and the frames for the graph's newest tensor: the chain starts at the
+    local."""
+    w = torch.ones(8, 8, requires_grad=True)
+    saved = []
+    with vtt.track(walk_fraction=0.25) as tr:
+        total = 0
+        for i in range(4):
+            vtt.mark(f"iteration {i}")
+            tr._credit, tr._pass_cost = 0.0, 1.0     # no heap walk fits
+            tr._earned, tr._frames_spent = 1.0, 0.0  # the frames' share does
+            h = (torch.ones(4, 8) * i).relu()
+            saved.append(tr.tensor_id(h))
+            total = total + (h @ w).sum()   # the product saves h
+            del h
+        vtt.mark("iteration 4")
+        assert tr.walks == 0 and tr.frame_walks >= 1, (tr.walks, tr.frame_walks)
+        paths = fake.paths_to(saved[0])
+        assert any("local 'total' in " in str(p) and "MmBackward0" in str(p)
+                   for p in paths), paths
+    del total
+
+
+def test_a_tick_whose_time_pays_no_walk_names_the_local_that_keeps_a_graph(fake):
+    """The same at a tick (a program whose marks have gone quiet, or that
+    makes none): a tick whose sweep took its whole time (here 0.25 s of
+    sleep, a loaded machine's wait) walks no heap; before, it named nothing
+    at all, now the running frames' holders and the graphs they keep."""
+    from vramtrace.torch import _marks
+    w = torch.ones(8, 8, requires_grad=True)
+    with vtt.track(walk_fraction=0.25) as tr:
+        sweep = tr._sweep
+
+        def slow_sweep(forced=False):
+            time.sleep(_marks._TICK_WALK_S + 0.05)
+            sweep(forced)
+        total = 0
+        h = (torch.ones(4, 8)).relu()
+        tid = tr.tensor_id(h)
+        total = total + (h @ w).sum()   # the product saves h
+        del h
+        tr.epoch += 2                   # h's use long past
+        total = total + 0               # the sum in use (a validation's)
+        tr._sweep = slow_sweep
+        tr._earned, tr._frames_spent = 1.0, 0.0
+        tr._on_mark("tick", "")
+        assert tr.walks == 0 and tr.frame_walks == 1, (tr.walks, tr.frame_walks)
+        paths = fake.paths_to(tid)
+        assert any("local 'total' in " in str(p) and "MmBackward0" in str(p)
+                   for p in paths), paths
+    del total
+
+
+def test_a_walk_with_no_time_left_for_a_graphs_roots_names_the_frames_that_hold_them(fake):
+    """A walk whose heap passes spent its budget before the walk from the
+    graphs' roots (the tensors whose grad_fn reaches the nodes that saved
+    its stale tensors) still names what the running frames hold of those
+    roots: here the roots' heap walk is cut off before it found anything."""
+    from vramtrace._referrers import WalkResult
+    w = torch.ones(8, 8, requires_grad=True)
+    with vtt.track(walk_fraction=None) as tr:
+        walk, calls = tr._walk, []
+
+        def roots_cut(starts, seen, deadline, clock=None):
+            calls.append(len(starts))
+            if len(calls) == 1:
+                return walk(starts, seen, deadline) if clock is None else \
+                    walk(starts, seen, deadline, clock)
+            return WalkResult(cut_off=True)   # no time left for the roots
+        total = 0
+        h = (torch.ones(4, 8)).relu()
+        tid = tr.tensor_id(h)
+        total = total + (h @ w).sum()   # the product saves h
+        del h
+        tr._walk = roots_cut
+        tr.epoch += 2                   # h's use long past
+        total = total + 0               # the sum in use (a validation's)
+        tr._on_mark("mark", "")
+        assert len(calls) == 2 and tr.walks == 1, (calls, tr.walks)
+        paths = fake.paths_to(tid)
+        assert any("local 'total' in " in str(p) and "MmBackward0" in str(p)
+                   for p in paths), paths
+    del total

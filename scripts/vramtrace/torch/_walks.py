@@ -59,6 +59,13 @@ _NEAR_VISITS = 256
 # every saved intermediate as such a tensor (each has a Python object, held
 # by the graph alone), and one heap pass looks for the holders of them all.
 _GRAPH_ROOTS = 1024
+# What a walk's search of the autograd graphs for the nodes that save its
+# stale tensors may spend at least (of its clock), whatever the walk's heap
+# passes left of its budget, and what a walk of the running frames alone
+# spends on it at most (_FrameWalks._graph_in_frames): the graph's nodes are
+# read from C++ (no heap pass), and a tick's walk on a loaded machine, its
+# budget spent on heap passes, named none of a validation's kept graph.
+_GRAPH_SEARCH_LEAST_S = 0.02
 
 
 _cpu_clock = time.process_time   # the walk's budget: the process's CPU time
@@ -331,8 +338,8 @@ class _Walks:
             allowance = max(allowance, need)
         if allowance <= 0 or allowance < need:
             self.walks_postponed += 1
-            if budgeted:
-                self._walk_frames_only(threshold, starts)
+            # (at a mark or a tick: a snapshot's walk is never postponed)
+            self._walk_frames_only(threshold, starts, kept)
             starts.clear()
             return
         if search:
@@ -391,8 +398,12 @@ class _Walks:
         orphans = [k for k in starts if k not in held]
         extra: Tuple[Edge, ...] = ()
         if orphans or kept:
-            grad_edges, grad_nodes = self._autograd_edges(orphans, starts, began + allowance,
-                                                          kept, clock)
+            # (_GRAPH_SEARCH_LEAST_S at least: what no heap walk names,
+            # a graph's saved tensors, is named from the graph, and its
+            # roots from the frames, whatever the walk left of the budget)
+            grad_edges, grad_nodes = self._autograd_edges(
+                orphans, starts, max(began + allowance, clock() + _GRAPH_SEARCH_LEAST_S),
+                kept, clock)
             for k, node in grad_nodes.items():
                 res.names[k] = type(node).__name__
                 res.objects[k] = node
@@ -426,6 +437,20 @@ class _Walks:
             res.passes += more.passes
             res.expanded |= more.expanded
             cut = cut or more.cut_off or more.capped
+            if more.cut_off:
+                # the roots the walk had no time for: those a running frame
+                # holds are named all the same, for the price of reading
+                # the frames (a validation's loss summed with its graphs, a
+                # tick's walk on a loaded machine)
+                held = {e.dst for e in more.edges}
+                unheld = {k: t for k, t in roots.items() if k not in held}
+                if unheld:
+                    framed = self._frames_holding(unheld, ours | {id(roots), id(unheld)})
+                    res.edges.extend(framed.edges)
+                    res.names.update(framed.names)
+                    res.objects.update(framed.objects)
+                    unheld.clear()
+                    del framed
             del more
         # What a walk retracts: a complete walk that ran to its end, every
         # reference it no longer found; else those to the tensors whose
