@@ -156,6 +156,20 @@ class WalkResult:
     # did not find of theirs is gone; of the others it only went unseen.
     expanded: Set[NodeKey] = field(default_factory=set)
 
+    def add_found(self, other: "WalkResult") -> None:
+        """What ``other`` found (its edges and the nodes they name) added
+        to this result: a second walk's, from the graphs' roots."""
+        self.edges.extend(other.edges)
+        self.names.update(other.names)
+        self.objects.update(other.objects)
+
+    def add_nodes(self, nodes: Dict[NodeKey, Any]) -> None:
+        """Nodes no heap walk met (autograd nodes, hooks' owners), each
+        named by its type."""
+        for k, node in nodes.items():
+            self.names[k] = type(node).__name__
+            self.objects[k] = node
+
 
 _LOCAL_ITEMS = 16        # items of a local tuple or list indexed (_Locals)
 # ... for a walk of the running frames alone (walk_running_frames), which

@@ -97,17 +97,13 @@ class _FrameWalks:
         roots (_Walks._graph_roots)."""
         grad_edges, grad_nodes = self._autograd_edges(
             orphans, starts, _cpu_clock() + _GRAPH_SEARCH_LEAST_S, kept, _cpu_clock)
-        for k, node in grad_nodes.items():
-            res.names[k] = type(node).__name__
-            res.objects[k] = node
+        res.add_nodes(grad_nodes)
         del grad_nodes
         extra = tuple(grad_edges)
         roots = self._graph_roots(extra, res.edges, starts)
         if roots:
             more = self._frames_holding(roots, {id(starts), id(res.objects), id(roots)})
-            res.edges.extend(more.edges)
-            res.names.update(more.names)
-            res.objects.update(more.objects)
+            res.add_found(more)
             roots.clear()
             del more
         return extra

@@ -404,16 +404,12 @@ class _Walks:
             grad_edges, grad_nodes = self._autograd_edges(
                 orphans, starts, max(began + allowance, clock() + _GRAPH_SEARCH_LEAST_S),
                 kept, clock)
-            for k, node in grad_nodes.items():
-                res.names[k] = type(node).__name__
-                res.objects[k] = node
+            res.add_nodes(grad_nodes)
             extra = tuple(grad_edges)
             del grad_nodes
         hook_edges, hook_nodes = self._hook_edges(res, held, began + allowance, clock)
         if hook_edges:
-            for k, node in hook_nodes.items():
-                res.names[k] = type(node).__name__
-                res.objects[k] = node
+            res.add_nodes(hook_nodes)
             extra += tuple(hook_edges)
         del hook_nodes
         roots = self._graph_roots(extra, res.edges, starts)
@@ -430,9 +426,7 @@ class _Walks:
             ours = {id(starts), id(res.objects), id(res.names), id(res.tops), id(res.edges)}
             more = self._walk(roots, ours, None if allowance == float("inf")
                               else began + allowance, clock)
-            res.edges.extend(more.edges)
-            res.names.update(more.names)
-            res.objects.update(more.objects)
+            res.add_found(more)
             res.levels += more.levels
             res.passes += more.passes
             res.expanded |= more.expanded
@@ -446,9 +440,7 @@ class _Walks:
                 unheld = {k: t for k, t in roots.items() if k not in held}
                 if unheld:
                     framed = self._frames_holding(unheld, ours | {id(roots), id(unheld)})
-                    res.edges.extend(framed.edges)
-                    res.names.update(framed.names)
-                    res.objects.update(framed.objects)
+                    res.add_found(framed)
                     unheld.clear()
                     del framed
             del more
