@@ -3,13 +3,14 @@
 generator, an lru_cache by the function it caches) and each hop from a
 holder to what it holds (an attribute or slot, a container's index or key, a
 frame's local, a bounded lru_cache's key or result, an itertools iterator's
-field). The walk (``_referrers``) asks for these labels; nothing here runs
+field, a thread-local's attribute). The walk (``_referrers``) asks for these labels; nothing here runs
 the program's code: keys are formatted only where their repr is plain, and
 objects are compared by identity, never with ``==``.
 """
 
 from __future__ import annotations
 
+import _thread
 import functools
 import gc
 import itertools
@@ -84,6 +85,33 @@ def _lru_cache_labels(wrapper: Any, obj: Any) -> List[str]:
 # cycled for an endless run keeps every batch of an epoch: pytorch/pytorch#23900,
 # bytedance/UNO#64), and tee keeps what one copy has read and another has not,
 # in linked blocks of values (Modules/itertoolsmodule.c).
+# threading.local (CPython's _thread._local, 3.8 to 3.12) keeps each
+# thread's attributes in a dict of their own, a value of a dict the local
+# holds, keyed by a weak reference to a dummy of that thread's whose
+# callback is bound to a weak reference to the local. The hop from that
+# dict to a thread's attributes is the local's __dict__: the chain reads
+# `_local.masks`, as an object's attribute, not `_local(referent) →
+# dict[<ReferenceType>] → dict['masks']`. (Python 3.13 keeps them
+# otherwise; there the chain reads as before.)
+_THREAD_LOCAL = getattr(_thread, "_local", None)
+
+
+def thread_local_owner(container: dict, child: Any) -> Optional[Any]:
+    """The threading.local whose per-thread attributes ``child`` is, where
+    ``container`` is that local's dict of them; else None."""
+    if _THREAD_LOCAL is None or type(child) is not dict or not container:
+        return None
+    first = next(iter(container))
+    if type(first) is not weakref.ref or type(first()).__name__ != "_localdummy":
+        return None
+    for key, value in container.items():
+        if value is child:
+            owner = getattr(getattr(key, "__callback__", None), "__self__", None)
+            owner = owner() if type(owner) is weakref.ref else None
+            return owner if isinstance(owner, _THREAD_LOCAL) else None
+    return None
+
+
 _TEE = getattr(itertools, "_tee", None)
 _TEE_DATA = getattr(itertools, "_tee_dataobject", None)
 
@@ -149,6 +177,8 @@ def holder_name(obj: Any) -> str:
         except Exception:
             name = None
         return f"lru_cache {name}" if isinstance(name, str) else "lru_cache"
+    if _THREAD_LOCAL is not None and type(obj) is _THREAD_LOCAL:
+        return "threading.local"   # (its C type's name is _local; a subclass's is its own)
     if isinstance(obj, types.FrameType):
         # A frame that has returned, kept by a traceback (an exception the
         # program stored) or a generator: where it stopped.

@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set
 from . import _gc_hold
 from ._hop_labels import (_CACHE, _CO_OPTIMIZED, _attr_labels, _container_labels,
                           _frame_labels, _hidden_field_labels, _tensor_attr_labels,
-                          holder_name)
+                          holder_name, thread_local_owner)
 
 __all__ = ["NodeKey", "Edge", "WalkResult", "walk_referrers", "walk_running_frames",
            "holder_name", "referrers_of",
@@ -682,6 +682,9 @@ class _Walker:
             except Exception:
                 pass
         if isinstance(r, dict):
+            local = thread_local_owner(r, obj)
+            if local is not None:   # a thread's attributes: the local's own
+                return [(local, ".__dict__")]
             return [(r, lb) for lb in _container_labels(r, obj)]
         if type(r) is _CELL:
             return [(r, "cell_contents")]

@@ -553,3 +553,40 @@ def test_holder_names():
     assert holder_name(Context()) == "Context"
     assert holder_name(gc) == "module gc"
     assert holder_name(functools.lru_cache(maxsize=4)(len)) == "lru_cache len"
+
+
+def test_a_thread_locals_attributes_are_named_as_its_own():
+    """threading.local keeps each thread's attributes in a dict of their
+    own, a value of a dict keyed by weak references: the chain read
+    `_local(referent) → dict[<ReferenceType>] → dict['masks']`; it reads
+    `threading.local.masks`, an attribute of the local (a subclass's by its
+    class), for this thread's attributes and another thread's."""
+    import threading
+
+    class Ctx(threading.local):
+        pass
+    loc, ctx = threading.local(), Ctx()
+    p, q, r = Payload(), Payload(), Payload()
+    loc.masks = {7: p}
+    ctx.held = q
+
+    made, done = threading.Event(), threading.Event()
+
+    def elsewhere():   # (a thread's attributes live while the thread does)
+        loc.theirs = r
+        made.set()
+        done.wait()
+    t = threading.Thread(target=elsewhere, daemon=True)
+    t.start()
+    made.wait()
+    for res, holder, label in ((_walk(p), "threading.local", ".masks"),
+                               (_walk(q), "Ctx", ".held"),
+                               (_walk(r), "threading.local", ".theirs")):
+        assert (holder, label) in _labels(res), _labels(res)
+        assert not any(lb == "[<ReferenceType>]" or (h, lb) == (holder, "(referent)")
+                       for h, lb in _labels(res)), _labels(res)
+    assert any("local 'loc'" in c and c.endswith(".masks -> [7] -> ")
+               for c in _chains(_walk(p))), _chains(_walk(p))
+    done.set()
+    t.join()
+    del loc, ctx
