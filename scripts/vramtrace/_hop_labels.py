@@ -3,9 +3,10 @@
 generator, an lru_cache by the function it caches) and each hop from a
 holder to what it holds (an attribute or slot, a container's index or key, a
 frame's local, a bounded lru_cache's key or result, an itertools iterator's
-field, a thread-local's attribute). The walk (``_referrers``) asks for these labels; nothing here runs
-the program's code: keys are formatted only where their repr is plain, and
-objects are compared by identity, never with ``==``.
+field or a builtin iterator's, a thread-local's attribute). The walk
+(``_referrers``) asks for these labels; nothing here runs the program's
+code: keys are formatted only where their repr is plain, and objects are
+compared by identity, never with ``==``.
 """
 
 from __future__ import annotations
@@ -133,6 +134,39 @@ def _itertools_labels(holder: Any, obj: Any) -> List[str]:
     # value's index is its place after the iterator
     refs = [x for x in gc.get_referents(holder) if x is not t and type(x) is not _TEE_DATA]
     return [".it" if i == 0 else f".values[{i - 1}]" for i, x in enumerate(refs) if x is obj]
+
+
+# The builtin iterators' fields, named as slots are: what a list, tuple,
+# set or dict iterator iterates (a consumed batch stays in the list an
+# iterator walks until the iterator goes: `Prefetch.it → list_iterator.seq
+# → list[*]`), and what enumerate, zip, map and filter hold.
+_SEQ_ITERATORS = {type(iter(x)): label for x, label in (
+    ([], ".seq"), ((), ".seq"), (reversed([]), ".seq"), (set(), ".set"),
+    ({}, ".dict"), ({}.values(), ".dict"), ({}.items(), ".dict"))}
+_SEQ_ITERATORS.update({type(reversed(x)): ".dict" for x in ({}, {}.values(), {}.items())})
+
+
+def _iterator_labels(holder: Any, obj: Any) -> List[str]:
+    """``obj``'s field in a builtin iterator (``list_iterator.seq``,
+    ``zip.iterators``, ``map.func``); [] for other holders, or where the
+    iterator does not hold it."""
+    t = type(holder)
+    label = _SEQ_ITERATORS.get(t)
+    if label is None and t not in (enumerate, zip, map, filter):
+        return []
+    if not any(x is obj for x in gc.get_referents(holder)):
+        return []
+    if label is not None:
+        return [label]
+    # (zip and enumerate keep the tuple they last yielded, to reuse it: it
+    # holds the last items)
+    if t is enumerate:
+        return [".last" if type(obj) is tuple else ".iterator"]
+    if t is zip:   # its iterators: the tuple __reduce__ gives back
+        return [".iterators" if holder.__reduce__()[1] is obj else ".last"]
+    if t is map:
+        return [".iterators" if type(obj) is tuple else ".func"]
+    return [".func" if callable(obj) and not hasattr(obj, "__next__") else ".iterator"]
 
 
 def _short(value: Any) -> str:
@@ -311,11 +345,12 @@ def _container_labels(container: Any, child: Any) -> List[str]:
 def _hidden_field_labels(holder: Any, obj: Any) -> List[str]:
     """``obj`` in fields of ``holder`` that no attribute reaches: a
     suspended generator's (coroutine's) locals, an lru_cache's dict, keys
-    and results, an itertools cycle's or tee's fields; [] for any other
+    and results, an itertools cycle's or tee's fields, a builtin
+    iterator's (``list_iterator.seq``, ``zip.iterators``); [] for any other
     holder or where it holds ``obj`` otherwise."""
     if isinstance(holder, _SUSPENDED):
         frame = _suspended_code_and_frame(holder)[1]
         return _frame_labels(frame, obj) if frame is not None else []
     if _LRU_WRAPPER is not None and type(holder) is _LRU_WRAPPER:
         return _lru_cache_labels(holder, obj)
-    return _itertools_labels(holder, obj)
+    return _itertools_labels(holder, obj) or _iterator_labels(holder, obj)

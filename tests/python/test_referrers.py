@@ -590,3 +590,33 @@ def test_a_thread_locals_attributes_are_named_as_its_own():
     done.set()
     t.join()
     del loc, ctx
+
+
+def test_a_builtin_iterators_fields_are_named_as_slots():
+    """A list an iterator walks keeps what the iterator has passed (a
+    prefetch list of batches, consumed one a step): the hop from the
+    iterator read `(referent)`; it reads `list_iterator.seq`, and
+    enumerate's, zip's, map's and filter's fields by what they hold."""
+    p = Payload()
+    batches = [p]
+    it = iter(batches)
+    del batches
+    assert ("list_iterator", ".seq") in _labels(_walk(p)), _labels(_walk(p))
+    assert any("local 'it'" in c and c.endswith(".seq -> [0] -> ") for c in _chains(_walk(p))), \
+        _chains(_walk(p))
+    del it
+    q = Payload()
+    fn = (lambda v: v).__get__(q)   # a bound method: it holds q
+    keep = {"d": iter({1: q}.values()), "s": iter({q}),
+            "z": zip(iter([q]), iter([1])), "m": map(fn, [1]), "f": filter(fn, [1]),
+            "e": enumerate(iter([q]))}
+    labels = _labels(_walk(q))
+    for holder, label in (("dict_valueiterator", ".dict"), ("set_iterator", ".set"),
+                          ("zip", ".iterators"), ("map", ".func"), ("filter", ".func"),
+                          ("enumerate", ".iterator")):
+        assert (holder, label) in labels, (holder, label, labels)
+    assert not any(lb == "(referent)" for _, lb in labels), labels
+    a, b = next(keep["z"])   # the tuple it yielded, kept to be reused, holds q
+    del a, b
+    assert ("zip", ".last") in _labels(_walk(q)), _labels(_walk(q))
+    del keep
