@@ -81,19 +81,14 @@ def _lru_cache_labels(wrapper: Any, obj: Any) -> List[str]:
     return out
 
 
-# itertools' iterators that keep what they have produced in C fields no
-# attribute reaches: cycle saves every item of its first pass (a DataLoader
-# cycled for an endless run keeps every batch of an epoch: pytorch/pytorch#23900,
-# bytedance/UNO#64), and tee keeps what one copy has read and another has not,
-# in linked blocks of values (Modules/itertoolsmodule.c).
-# threading.local (CPython's _thread._local, 3.8 to 3.12) keeps each
+# threading.local (CPython's _thread._local, Modules/_threadmodule.c of 3.11) keeps each
 # thread's attributes in a dict of their own, a value of a dict the local
 # holds, keyed by a weak reference to a dummy of that thread's whose
 # callback is bound to a weak reference to the local. The hop from that
 # dict to a thread's attributes is the local's __dict__: the chain reads
-# `_local.masks`, as an object's attribute, not `_local(referent) →
-# dict[<ReferenceType>] → dict['masks']`. (Python 3.13 keeps them
-# otherwise; there the chain reads as before.)
+# `threading.local.masks`, as an object's attribute, not `_local(referent) →
+# dict[<ReferenceType>] → dict['masks']`. (Where a Python keeps them
+# otherwise, thread_local_owner finds no local and the chain reads as before.)
 _THREAD_LOCAL = getattr(_thread, "_local", None)
 
 
@@ -113,6 +108,11 @@ def thread_local_owner(container: dict, child: Any) -> Optional[Any]:
     return None
 
 
+# itertools' iterators that keep what they have produced in C fields no
+# attribute reaches: cycle saves every item of its first pass (a DataLoader
+# cycled for an endless run keeps every batch of an epoch: pytorch/pytorch#23900,
+# bytedance/UNO#64), and tee keeps what one copy has read and another has not,
+# in linked blocks of values (Modules/itertoolsmodule.c).
 _TEE = getattr(itertools, "_tee", None)
 _TEE_DATA = getattr(itertools, "_tee_dataobject", None)
 
