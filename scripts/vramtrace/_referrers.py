@@ -79,6 +79,7 @@ _index_refused = 0   # walks left that do not ask
 _native_referrers: Optional[Callable[[List[Any]], List[Any]]] = None
 _native_instances: Optional[Callable[[List[Any], type], List[Any]]] = None
 _native_index: Optional[Callable[[], Any]] = None
+_native_frame_stack: Optional[Callable[[Any], Any]] = None
 
 
 def _native_for(n: int) -> bool:
@@ -89,10 +90,11 @@ def _native_for(n: int) -> bool:
 def use(mod: Any) -> None:
     """Take the loaded _trackfast's one-pass referrers and type filter,
     where it has them."""
-    global _native_referrers, _native_instances, _native_index
+    global _native_referrers, _native_instances, _native_index, _native_frame_stack
     _native_referrers = getattr(mod, "referrers_of", None)
     _native_instances = getattr(mod, "instances_of", None)
     _native_index = getattr(mod, "ReferrerIndex", None)
+    _native_frame_stack = getattr(mod, "frame_stack", None)
 
 
 def instances_of(cls: type) -> List[Any]:
@@ -202,7 +204,9 @@ class _Locals:
         # them), not the tracker's: native/trackfast/gc_reads.c
         _gc_hold.program_read()
         self.items = items
-        self.by_id: Dict[int, List[Tuple[int, str, str]]] = {}
+        # the id of a value -> (the frame's id, the edge's label): "local 'x'
+        # in f file:line", or what the frame's value stack holds
+        self.by_id: Dict[int, List[Tuple[int, str]]] = {}
         # With ``namespaces``: the globals of the modules whose top level
         # runs now (a script's), by the id of the value: (module, name).
         # A walk names them from the module (``module __main__.x``) after
@@ -233,12 +237,16 @@ class _Locals:
 
     def _scan(self, f: types.FrameType, co: types.CodeType, keep: bool) -> None:
         optimized = bool(co.co_flags & _CO_OPTIMIZED)
+        where = f"{co.co_name} {os.path.basename(co.co_filename)}:{f.f_lineno}"
         if not optimized and f.f_locals is f.f_globals:
-            # module-level code: its locals are the module's globals
+            # module-level code: its locals are the module's globals (a
+            # script's top-level loop's iterator is on its stack)
             if self.namespaces:
                 self._scan_namespace(f.f_globals)
+            if _native_frame_stack is not None:
+                self.frames[id(f)] = "frame"
+                self._stack(f, where, set())
             return
-        where = f"{co.co_name} {os.path.basename(co.co_filename)}:{f.f_lineno}"
         self.frames[id(f)] = "frame"
         try:
             loc = f.f_locals
@@ -246,14 +254,31 @@ class _Locals:
             return
         try:
             for name, value in list(loc.items()):
-                self.by_id.setdefault(id(value), []).append((id(f), name, where))
+                self.by_id.setdefault(id(value), []).append((id(f), f"local '{name}' in {where}"))
                 self._contents(value)
                 del value
+            if optimized and _native_frame_stack is not None:
+                self._stack(f, where, {id(v) for v in loc.values()})
         finally:
             # A module's or class body's f_locals is its namespace: never touched.
             if optimized and not keep and f.f_trace is None:
                 loc.clear()
             del loc
+
+    def _stack(self, f: types.FrameType, where: str, locals_: Set[int]) -> None:
+        """What the frame's value stack holds that no local does, where it
+        can be read (_trackfast.frame_stack: a frame calling a Python
+        function): the collector does not see a running frame's stack, and
+        a list only a for loop's iterator walks (`for x in [t.cuda() for t
+        in data]`) read as a chain from nowhere."""
+        for value in _native_frame_stack(f):
+            if id(value) in locals_ or type(value) is _CELL:
+                continue
+            what = ("for loop's iterator" if hasattr(type(value), "__next__")
+                    else "value on the stack")
+            self.by_id.setdefault(id(value), []).append((id(f), f"{what} in {where}"))
+            self._contents(value)
+            del value
 
     def _contents(self, value: Any, depth: int = 1) -> None:
         """The items of a tuple or list (or the values of a dict, in a walk
@@ -563,13 +588,13 @@ class _Walker:
             self.add(module, key, f".{name}")
 
     def frame_edges(self, locals_ix: "_Locals", key: NodeKey) -> None:
-        for fid, name, where in locals_ix.by_id.get(self.obj_of[key], ()):
+        for fid, label in locals_ix.by_id.get(self.obj_of[key], ()):
             fkey: NodeKey = ("f", fid)
             self.res.names[fkey] = locals_ix.frames[fid]
-            e = (fkey, key, name)
+            e = (fkey, key, label)
             if e not in self.seen:
                 self.seen.add(e)
-                self.res.edges.append(Edge(fkey, key, f"local '{name}' in {where}"))
+                self.res.edges.append(Edge(fkey, key, label))
 
     def level_referrers(self, objs: List[Any], left: Optional[float]) -> List[Any]:
         """The referrers of a level: a heap pass, or from the index once the

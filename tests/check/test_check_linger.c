@@ -969,3 +969,29 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
 }
 
 TEST_MAIN()
+
+/* What a running frame's value stack holds (a for loop's iterator walking a
+ * list no local holds) reads as words after the frame, as a local does:
+ * "frame for loop's iterator in train train.py:16", not
+ * "frame.for loop's iterator ...". */
+TEST(a_frames_value_stack_reads_as_words_as_a_local_does)
+{
+    synth y;
+    const uint64_t at = 0x7f7300000000ull;
+    h_made_in_step_1(&y, 700, at);
+    steps(&y, 2, 4);
+    synth_holder(&y, 701, "frame");
+    synth_holder(&y, 702, "list_iterator");
+    synth_holder(&y, 703, "list");
+    synth_ref(&y, 701, 702, "for loop's iterator in train train.py:16");
+    synth_ref(&y, 702, 703, ".seq");
+    synth_ref(&y, 703, 700, "[*]");
+    step(&y, 5);
+    synth_drop(&y, 700);
+    synth_free(&y, at);
+    step(&y, 6);
+    step(&y, 7);
+    assert_freed_and_shown_held_by(
+        &y, at, 1, "frame for loop's iterator in train train.py:16 \xe2\x86\x92 list_iterator.seq "
+                   "\xe2\x86\x92 list[*]");
+}

@@ -664,3 +664,45 @@ def test_the_c_path_keys_stacks_by_the_librarys_reader(real_lib, reader):
         assert walks == 0
     else:
         assert walks >= 4   # ones() and the three products
+
+
+def test_a_running_frames_value_stack_is_read_for_what_no_local_holds(real_lib):
+    """The collector does not traverse a running frame's value stack: a list
+    that only a for loop's iterator walks (`for x in [t.cuda() for t in
+    data]`) read as a chain from nowhere (`list_iterator.seq → list[*]`).
+    _trackfast.frame_stack reads the stack of a frame that called a Python
+    function, and the walk names it: `for loop's iterator in fn file:line`;
+    a frame that calls into C, or runs, gives nothing."""
+    import sys
+    from vramtrace import _referrers
+    with vtt.track() as tr:
+        assert tr._fast is not None
+    mod = vtt._fast_path._trackfast
+    assert _referrers._native_frame_stack is mod.frame_stack
+
+    class Batch:
+        pass
+
+    def seen(target):
+        me = sys._getframe()
+        return (mod.frame_stack(me), [type(v).__name__ for v in mod.frame_stack(me.f_back)],
+                _referrers.walk_referrers({("t", 1): target}, lambda o: None))
+
+    def loop():
+        for b in [Batch(), Batch()]:   # (a list display: a tuple's iterator)
+            return seen(b)
+
+    def loop_over(items):
+        for b in iter(list(items)):
+            del b
+            return seen(items[0])
+
+    running, stack, res = loop()
+    assert running == () and stack == ["tuple_iterator"], (running, stack)
+    labels = {e.label.rsplit(" ", 1)[0] for e in res.edges}
+    assert "for loop's iterator in loop" in labels and "local 'b' in loop" in labels, labels
+    _, _, res = loop_over([Batch()])
+    assert any(e.label.startswith("for loop's iterator in loop_over") for e in res.edges), \
+        [e.label for e in res.edges]
+    with pytest.raises(TypeError):
+        mod.frame_stack(None)

@@ -38,13 +38,18 @@
  * Test: the differential suite's the_collectors_count_moves_per_step_as_untracked,
  * and test_track_observer_collector's frames test (a walk in a hold, frames read).
  */
-#if defined(VT_GC_INTERNALS) && defined(VT_GC_FRAMES) && !defined(Py_GIL_DISABLED)
+#if (defined(VT_GC_INTERNALS) && defined(VT_GC_FRAMES) || defined(VT_FRAME_STACKS)) && \
+    !defined(Py_GIL_DISABLED)
 #define Py_BUILD_CORE_MODULE 1
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "trackfast.h"
+
+#if defined(VT_FRAME_STACKS) && !defined(Py_GIL_DISABLED)
+#include "internal/pycore_frame.h"
+#endif
 
 #if defined(VT_GC_INTERNALS) && defined(VT_GC_FRAMES) && !defined(Py_GIL_DISABLED)
 #include "internal/pycore_interp.h"
@@ -127,6 +132,38 @@ long gc_reads_settle(void)
     return 0;
 }
 #endif
+
+/* frame_stack(frame): the objects on the value stack of a running
+ * function's frame, what it holds beyond its locals (a for loop's iterator:
+ * `for x in [t.cuda() for t in data]` keeps its list there alone). The
+ * collector does not traverse a running frame's stack, so no heap pass
+ * finds them. Read where the frame saved its stack pointer, at a call to
+ * a Python function (the frames below the innermost one a walk reads): a
+ * frame executing, or calling into C, has none saved (stacktop -1 in 3.11
+ * and 3.12), and gives (). Built with VT_FRAME_STACKS (meson checks the
+ * layout); else always (). */
+PyObject *py_frame_stack(PyObject *self, PyObject *frame)
+{
+    (void)self;
+    if (!PyFrame_Check(frame)) {
+        PyErr_SetString(PyExc_TypeError, "frame_stack: a frame object");
+        return NULL;
+    }
+#if defined(VT_FRAME_STACKS) && !defined(Py_GIL_DISABLED)
+    const _PyInterpreterFrame *f = ((PyFrameObject *)frame)->f_frame;
+    int first = f != NULL ? f->f_code->co_nlocalsplus : 0;
+    if (f == NULL || f->owner != FRAME_OWNED_BY_THREAD || f->stacktop <= first ||
+        f->stacktop > first + f->f_code->co_stacksize)
+        return PyTuple_New(0);
+    PyObject *out = PyList_New(0);
+    for (int i = first; out != NULL && i < f->stacktop; i++)
+        if (f->localsplus[i] != NULL && PyList_Append(out, f->localsplus[i]) < 0)
+            Py_CLEAR(out);
+    return out;
+#else
+    return PyTuple_New(0);
+#endif
+}
 
 PyObject *py_gc_program_read(PyObject *self, PyObject *unused)
 {

@@ -859,6 +859,9 @@ static PyMethodDef module_methods[] = {
     {"gc_program_read", py_gc_program_read, METH_NOARGS,
      "gc_program_read(): inside a hold, a walk of the program's objects begins: the "
      "frame objects it makes, which CPython keeps, are the program's (gc_reads.c)"},
+    {"frame_stack", py_frame_stack, METH_O,
+     "frame_stack(frame) -> list: what a running function's frame holds on its value "
+     "stack, where it saved it (at a call to a Python function); () where it cannot tell"},
     {"instances_of", (PyCFunction)(void (*)(void))py_instances_of, METH_FASTCALL,
      "instances_of(objects: list, cls: type) -> list: the items whose type is cls or a "
      "subclass of it"},

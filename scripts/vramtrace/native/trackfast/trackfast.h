@@ -447,6 +447,7 @@ PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
 void gc_program_read(void);
 long gc_reads_settle(void);
 PyObject *py_gc_program_read(PyObject *self, PyObject *unused);
+PyObject *py_frame_stack(PyObject *self, PyObject *frame);
 PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* referrers.c: gc.get_referrers(*objects) in one pass, whatever their number */
 PyObject *py_referrers_of(PyObject *self, PyObject *objects);
