@@ -1,6 +1,7 @@
 /* gc_reads.c - what the tracker's reading of the program's objects makes
  * for them, counted as the program's (gc_schedule.c says why the count
- * matters).
+ * matters); and what a running frame's value stack holds, which no reading
+ * through the collector sees (frame_stack, below).
  *
  * A holder walk (a mark's, a tick's, a snapshot's) reads every thread's
  * frames and their locals. Reading a frame that has no Python object makes
@@ -139,9 +140,10 @@ long gc_reads_settle(void)
  * collector does not traverse a running frame's stack, so no heap pass
  * finds them. Read where the frame saved its stack pointer, at a call to
  * a Python function (the frames below the innermost one a walk reads): a
- * frame executing, or calling into C, has none saved (stacktop -1 in 3.11
- * and 3.12), and gives (). Built with VT_FRAME_STACKS (meson checks the
- * layout); else always (). */
+ * frame executing, or calling into C, has none saved (3.11 sets stacktop to
+ * -1 when it takes the pointer back: tests/python/test_track_fast.py), and
+ * gives (). Built with VT_FRAME_STACKS (meson checks the layout, 3.11
+ * only); else always (). */
 PyObject *py_frame_stack(PyObject *self, PyObject *frame)
 {
     (void)self;
