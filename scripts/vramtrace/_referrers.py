@@ -266,18 +266,19 @@ class _Locals:
             del loc
 
     def _stack(self, f: types.FrameType, where: str, locals_: Set[int]) -> None:
-        """What the frame's value stack holds that no local does, where it
-        can be read (_trackfast.frame_stack: a frame calling a Python
-        function): the collector does not see a running frame's stack, and
-        a list only a for loop's iterator walks (`for x in [t.cuda() for t
-        in data]`) read as a chain from nowhere."""
+        """The iterators the frame's value stack holds that no local does,
+        where it can be read (_trackfast.frame_stack: a frame calling a
+        Python function): the collector does not see a running frame's
+        stack, and a list only a for loop's iterator walks (`for x in
+        [t.cuda() for t in data]`) read as a chain from nowhere."""
+        # Its iterators alone: the rest of a stack is a pending call's
+        # operands (`out.append(model(x))` keeps `out.append` there while
+        # model runs), which a local mostly holds too, and a second root
+        # beside the local would split a cause.
         for value in _native_frame_stack(f):
-            if id(value) in locals_ or type(value) is _CELL:
+            if id(value) in locals_ or not hasattr(type(value), "__next__"):
                 continue
-            what = ("for loop's iterator" if hasattr(type(value), "__next__")
-                    else "value on the stack")
-            self.by_id.setdefault(id(value), []).append((id(f), f"{what} in {where}"))
-            self._contents(value)
+            self.by_id.setdefault(id(value), []).append((id(f), f"for loop's iterator in {where}"))
             del value
 
     def _contents(self, value: Any, depth: int = 1) -> None:

@@ -44,8 +44,7 @@ static void sb_label(sbuf *b, const char *label)
 {
     if (!label || !*label)
         return;
-    if (!strncmp(label, "local '", 7) || !strncmp(label, "for loop's iterator in ", 23) ||
-        !strncmp(label, "value on the stack in ", 22))
+    if (!strncmp(label, "local '", 7) || !strncmp(label, "for loop's iterator in ", 23))
         sb_printf(b, " %s", label);
     else if (isalpha((unsigned char)label[0]) || label[0] == '_')
         sb_printf(b, ".%s", label);
