@@ -29,6 +29,13 @@ def _through_the_mode(monkeypatch):
     monkeypatch.setenv("VRAMTRACE_TRACK_OBSERVER", "0")
 
 
+def _loaded_trackfast():
+    """The _trackfast module track() loads (the C path asserted taken)."""
+    with vtt.track() as tr:
+        assert tr._fast is not None, "the _trackfast extension was not loaded"
+    return vtt._fast_path._trackfast
+
+
 def test_the_built_library_records_through_the_c_path(real_lib):
     with vtt.track() as tr:
         assert tr._fast is not None, "the _trackfast extension was not loaded"
@@ -67,9 +74,7 @@ def test_instances_of_finds_what_issubclass_of_the_type_finds(real_lib):
     what an object's computed __class__ claims."""
     import gc
     import torch
-    with vtt.track() as tr:
-        assert tr._fast is not None
-    mod = vtt._fast_path._trackfast
+    mod = _loaded_trackfast()
 
     class Mine(torch.nn.Linear):
         pass
@@ -100,9 +105,7 @@ def test_referrers_of_many_objects_is_gc_get_referrers_answer_in_one_pass(real_l
     import gc
     import types as pytypes
     from vramtrace import _referrers
-    with vtt.track() as tr:
-        assert tr._fast is not None
-    mod = vtt._fast_path._trackfast
+    mod = _loaded_trackfast()
     assert _referrers._native_referrers is mod.referrers_of
 
     class Holder:
@@ -145,9 +148,7 @@ def test_the_referrer_index_answers_as_gc_get_referrers_did_when_it_was_built(re
     import gc
     import sys
     import types as pytypes
-    with vtt.track() as tr:
-        assert tr._fast is not None
-    mod = vtt._fast_path._trackfast
+    mod = _loaded_trackfast()
 
     class Holder:
         pass
@@ -427,9 +428,7 @@ def test_the_native_records_construct_and_read_back(real_lib):
     """The records' Python face (the package reads every field, and a
     test or a debugger may make one): every field reads back what was
     given or assigned."""
-    with vtt.track():
-        pass   # loads the extension
-    mod = vtt._fast_path._trackfast
+    mod = _loaded_trackfast()
     key = object()
     t = mod.TensorRec(key, "t", 7, (0x1000, 64, 3))
     assert (t.tid, t.skey, t.ref, t.name, t.base, t.pend) == (0, key, None, "t", 7,
@@ -675,9 +674,7 @@ def test_a_running_frames_value_stack_is_read_for_what_no_local_holds(real_lib):
     a frame that calls into C, or runs, gives nothing."""
     import sys
     from vramtrace import _referrers
-    with vtt.track() as tr:
-        assert tr._fast is not None
-    mod = vtt._fast_path._trackfast
+    mod = _loaded_trackfast()
     assert _referrers._native_frame_stack is mod.frame_stack
 
     class Batch:
