@@ -245,7 +245,7 @@ class _Locals:
                 self._scan_namespace(f.f_globals)
             if _native_frame_stack is not None:
                 self.frames[id(f)] = "frame"
-                self._stack(f, where, set())
+                self._stack(f, where, {id(v) for v in list(f.f_globals.values())})
             return
         self.frames[id(f)] = "frame"
         try:
@@ -266,7 +266,8 @@ class _Locals:
             del loc
 
     def _stack(self, f: types.FrameType, where: str, locals_: Set[int]) -> None:
-        """The iterators the frame's value stack holds that no local does,
+        """The iterators the frame's value stack holds that no local (no
+        global, at a module's top level: ``locals_``) does,
         where it can be read (_trackfast.frame_stack: a frame calling a
         Python function): the collector does not see a running frame's
         stack, and a list only a for loop's iterator walks (`for x in
