@@ -245,7 +245,7 @@ class _Locals:
                 self._scan_namespace(f.f_globals)
             if _native_frame_stack is not None:
                 self.frames[id(f)] = "frame"
-                self._stack(f, where, {id(v) for v in list(f.f_globals.values())})
+                self._stack(f, where, f.f_globals)
             return
         self.frames[id(f)] = "frame"
         try:
@@ -258,16 +258,16 @@ class _Locals:
                 self._contents(value)
                 del value
             if optimized and _native_frame_stack is not None:
-                self._stack(f, where, {id(v) for v in loc.values()})
+                self._stack(f, where, loc)
         finally:
             # A module's or class body's f_locals is its namespace: never touched.
             if optimized and not keep and f.f_trace is None:
                 loc.clear()
             del loc
 
-    def _stack(self, f: types.FrameType, where: str, locals_: Set[int]) -> None:
-        """The iterators the frame's value stack holds that no local (no
-        global, at a module's top level: ``locals_``) does,
+    def _stack(self, f: types.FrameType, where: str, names: Dict[str, Any]) -> None:
+        """The iterators the frame's value stack holds that none of its
+        ``names`` (its locals; a module's top level, its globals) does,
         where it can be read (_trackfast.frame_stack: a frame calling a
         Python function): the collector does not see a running frame's
         stack, and a list only a for loop's iterator walks (`for x in
@@ -276,11 +276,15 @@ class _Locals:
         # operands (`out.append(model(x))` keeps `out.append` there while
         # model runs), which a local mostly holds too, and a second root
         # beside the local would split a cause.
-        for value in _native_frame_stack(f):
-            if id(value) in locals_ or not hasattr(type(value), "__next__"):
-                continue
-            self.by_id.setdefault(id(value), []).append((id(f), f"for loop's iterator in {where}"))
-            del value
+        iterators = [v for v in _native_frame_stack(f) if hasattr(type(v), "__next__")]
+        if not iterators:   # (most frames: what their names hold is not read)
+            return
+        named = {id(v) for v in list(names.values())}
+        for value in iterators:
+            if id(value) not in named:
+                self.by_id.setdefault(id(value), []).append(
+                    (id(f), f"for loop's iterator in {where}"))
+        iterators.clear()
 
     def _contents(self, value: Any, depth: int = 1) -> None:
         """The items of a tuple or list (or the values of a dict, in a walk

@@ -574,28 +574,29 @@ def test_a_walk_with_no_time_left_for_a_graphs_roots_names_the_frames_that_hold_
     """A walk whose heap passes spent its budget before the walk from the
     graphs' roots (the tensors whose grad_fn reaches the nodes that saved
     its stale tensors) still names what the running frames hold of those
-    roots: here the roots' heap walk is cut off before it found anything."""
-    from vramtrace._referrers import WalkResult
+    roots: here the roots' walk starts past its deadline, and the walker
+    reads the running frames before giving up (_referrers' frames_only)."""
     w = torch.ones(8, 8, requires_grad=True)
     with vtt.track(walk_fraction=None) as tr:
-        walk, calls = tr._walk, []
+        walk, calls, cut = tr._walk, [], []
 
-        def roots_cut(starts, seen, deadline, clock=None):
+        def roots_late(starts, seen, deadline, clock=time.perf_counter):
             calls.append(len(starts))
             if len(calls) == 1:
-                return walk(starts, seen, deadline) if clock is None else \
-                    walk(starts, seen, deadline, clock)
-            return WalkResult(cut_off=True)   # no time left for the roots
+                return walk(starts, seen, deadline, clock)
+            res = walk(starts, seen, clock() - 1.0, clock)   # no time left for the roots
+            cut.append(res.cut_off and res.levels == 0)
+            return res
         total = 0
         h = (torch.ones(4, 8)).relu()
         tid = tr.tensor_id(h)
         total = total + (h @ w).sum()   # the product saves h
         del h
-        tr._walk = roots_cut
+        tr._walk = roots_late
         tr.epoch += 2                   # h's use long past
         total = total + 0               # the sum in use (a validation's)
         tr._on_mark("mark", "")
-        assert len(calls) == 2 and tr.walks == 1, (calls, tr.walks)
+        assert len(calls) == 2 and tr.walks == 1 and cut == [True], (calls, tr.walks, cut)
         paths = fake.paths_to(tid)
         assert any("local 'total' in " in str(p) and "MmBackward0" in str(p)
                    for p in paths), paths

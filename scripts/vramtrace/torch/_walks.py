@@ -430,19 +430,10 @@ class _Walks:
             res.levels += more.levels
             res.passes += more.passes
             res.expanded |= more.expanded
+            # (a walk its deadline cuts before its first heap pass still
+            # names what the running frames hold of the roots: the walker's
+            # frames_only, _referrers)
             cut = cut or more.cut_off or more.capped
-            if more.cut_off:
-                # the roots the walk had no time for: those a running frame
-                # holds are named all the same, for the price of reading
-                # the frames (a validation's loss summed with its graphs, a
-                # tick's walk on a loaded machine)
-                held = {e.dst for e in more.edges}
-                unheld = {k: t for k, t in roots.items() if k not in held}
-                if unheld:
-                    framed = self._frames_holding(unheld, ours | {id(roots), id(unheld)})
-                    res.add_found(framed)
-                    unheld.clear()
-                    del framed
             del more
         # What a walk retracts: a complete walk that ran to its end, every
         # reference it no longer found; else those to the tensors whose
