@@ -185,6 +185,83 @@ def test_a_walk_that_reads_the_programs_frames_leaves_the_count_as_untracked(rea
     assert walked == untracked + 1, (untracked, walked)
 
 
+_GRAPH_LEAF = torch.randn(8, 8, requires_grad=True)
+
+
+def _graph_made(fast, kept: list, search: bool, free_in_hold: bool = False,
+                chain: int = 0) -> None:
+    """A step's graph (four C++ nodes and the leaf's accumulator, and
+    ``chain`` more), kept in ``kept``; with ``search``, a walk's search of
+    it in a hold (_GradGraphWalk, as a holder walk's) and its read of the
+    result's storage; with ``free_in_hold``, freed inside that hold
+    (autograd's device thread freeing it while the hold let the GIL go)."""
+    from vramtrace.torch._autograd_graph import _GradGraphWalk
+    y = (_GRAPH_LEAF @ _GRAPH_LEAF).relu()
+    for _ in range(chain):
+        y = y * 1.5
+    kept.append(torch.cat([y, y], 1).sum())
+    del y
+    token = fast.gc_hold()
+    try:
+        if search:
+            fast.gc_program_read()   # a walk begins (_referrers, _marks)
+            graph = _GradGraphWalk()
+            reached = sum(1 for _ in graph.new_nodes(kept[-1].grad_fn, ("t", 0)))
+            assert reached == 5 + chain, reached
+            assert kept[-1].untyped_storage().nbytes() == 4
+            del graph
+        if free_in_hold:
+            kept.clear()
+    finally:
+        fast.gc_release(token)
+
+
+def test_a_search_of_a_live_graph_leaves_the_count_as_untracked(real_lib):
+    """Reading a C++ autograd node (or a storage) from Python makes its
+    Python object, which PyTorch keeps with the graph and frees with it,
+    outside the walk's hold. Uncounted when made, each one's free took one
+    off the program's count: a tick's walk that reached a step's live graph moved
+    that step's count from 2 to 0 (CI, the differential suite's
+    the_collectors_count_moves_per_step_as_untracked[cuda]). Counted when
+    made, the count stood higher until the graph was freed (a graph a
+    dropped cycle keeps: until the next collection, its step's count 23 to
+    44 higher, with ticks every millisecond). The step that makes and
+    searches a graph, and the one that frees it, each move the count as
+    untracked (native/trackfast/gc_reads.c)."""
+    fast = vtt._fast_path._trackfast_for(real_lib)
+    assert fast is not None and fast.GC_HELD, "built without CPython's internal headers"
+    kept: list = []
+    for search in (False, True):   # warm: PyTorch's first-call caches
+        _count_moved_by(lambda: _graph_made(fast, kept, search))
+        _count_moved_by(kept.clear)
+    # a graph of 5 nodes, and one of 1,005 (the set of nodes made grows,
+    # and its entries are taken out in the order the chain frees them)
+    for chain in (0, 1000):
+        moved = {}
+        for search in (False, True):
+            made = _count_moved_by(lambda: _graph_made(fast, kept, search, chain=chain))
+            freed = _count_moved_by(kept.clear)
+            in_hold = _count_moved_by(lambda: _graph_made(fast, kept, search, True, chain))
+            moved[search] = (made, freed, in_hold)
+        # (left without: the step that frees the graph lower by the nodes
+        # and the storage the search made)
+        assert moved[True] == moved[False], (chain, moved)
+
+
+def test_the_kinds_kept_are_types_defined_in_c(real_lib):
+    """A class defined in Python frees through CPython's subtype_dealloc,
+    which calls its nearest base's defined in C: wrapped, the class's own
+    was called again by subtype_dealloc for ever (a crash, with
+    torch.UntypedStorage). Its C base is given instead (_fast_path)."""
+    fast = vtt._fast_path._trackfast_for(real_lib)
+    assert fast is not None and fast.GC_HELD, "built without CPython's internal headers"
+    with pytest.raises(ValueError, match="defined in Python"):
+        fast.gc_torch_kept_types([torch.UntypedStorage])
+    with pytest.raises(TypeError, match="sequence of types"):
+        fast.gc_torch_kept_types([torch.zeros(1)])
+    fast.gc_torch_kept_types([torch._C.StorageBase])   # again: the same kind
+
+
 def test_a_walk_keeps_no_local_of_another_thread_alive(real_lib):
     """The walk reads another thread's locals through f_locals, which copies
     them into a dict cached on its frame, not emptied (that thread may be

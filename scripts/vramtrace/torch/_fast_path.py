@@ -34,6 +34,12 @@ def _load_trackfast(libdir: str) -> Any:
     mod.setup(_Tensor, _Parameter, _next_sequence_nr, set_eval_frame,
               _pending_names, _take_pending_name,
               getattr(_torch._C, "_storage_id", None), _storage_address)
+    # the Python objects PyTorch keeps for its C++ objects, which a walk
+    # makes and the program frees: an autograd node's (every C++ node's type
+    # frees alike) and a storage's (its classes free through the C base's)
+    mod.gc_torch_kept_types([t for t in (getattr(_torch._C._functions, "AccumulateGrad", None),
+                                         getattr(_torch._C, "StorageBase", None))
+                             if isinstance(t, type)])
     _gc_hold.use(mod)
     _referrers.use(mod)
     _records.use(mod)

@@ -46,8 +46,10 @@
  * A holder walk (at a mark, a tick, a snapshot) reads the program's
  * frames, tensors' gradients and autograd graphs among thousands of its
  * own objects, so no count taken around one call tells those apart: the
- * walk says when it begins (gc_program_read()), and the hold's end counts
- * what it left (gc_reads.c).
+ * walk says when it begins (gc_program_read()), and the hold's end settles
+ * what it left (gc_reads.c: the frame objects counted as the program's; the
+ * autograd nodes' and storages' objects, which live as long as their C++
+ * objects, kept off the count when made and when freed).
  *
  * An object the tracker made inside a hold must also be freed inside one
  * (its free would otherwise be subtracted from the program's count): a
@@ -88,7 +90,8 @@
  * tracker allocates inside one hold. */
 #define HELD_COUNT (INT_MIN / 2)
 
-static int *young_count(void)
+/* The count (gc_reads.c gives back the frees it hides). */
+int *gc_young_count(void)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
 #if PY_VERSION_HEX >= 0x030E0000
@@ -182,7 +185,7 @@ static long outer_saved;
 
 long gc_held_count(void)
 {
-    return *young_count();
+    return *gc_young_count();
 }
 
 int gc_hold_depth(void)
@@ -192,13 +195,13 @@ int gc_hold_depth(void)
 
 void gc_count_as_program(long n)
 {
-    if (n > 0 && *young_count() < HELD_COUNT / 2)   /* inside a hold only */
+    if (n > 0 && *gc_young_count() < HELD_COUNT / 2)   /* inside a hold only */
         credit += n;
 }
 
 long gc_hold(void)
 {
-    int *count = young_count();
+    int *count = gc_young_count();
     long saved = *count;
     *count = HELD_COUNT;
     if (depth++ == 0) {
@@ -245,7 +248,7 @@ void gc_release(long saved)
     } else if (OUTERMOST(saved)) {
         saved = HELD_COUNT;   /* another thread's hold is open: held until it ends */
     }
-    *young_count() = (int)saved;
+    *gc_young_count() = (int)saved;
 }
 
 int gc_can_hold(void)

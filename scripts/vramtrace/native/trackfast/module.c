@@ -859,6 +859,10 @@ static PyMethodDef module_methods[] = {
     {"gc_program_read", py_gc_program_read, METH_NOARGS,
      "gc_program_read(): inside a hold, a walk of the program's objects begins: the "
      "frame objects it makes, which CPython keeps, are the program's (gc_reads.c)"},
+    {"gc_torch_kept_types", py_gc_torch_kept_types, METH_O,
+     "gc_torch_kept_types(types): the types, defined in C, of the objects PyTorch keeps "
+     "with its C++ objects (an autograd node's, a storage's): those a walk makes are "
+     "neither counted nor, when freed, subtracted (gc_reads.c)"},
     {"frame_stack", py_frame_stack, METH_O,
      "frame_stack(frame) -> list: what a running function's frame holds on its value "
      "stack, where it saved it (at a call to a Python function); () where it cannot tell"},

@@ -14,48 +14,11 @@
  * tuple). No Python code runs during the pass. */
 #include "trackfast.h"
 
-typedef struct {
-    PyObject **slots;   /* open addressing, NULL for empty */
-    size_t mask;
-} ptr_set;
-
-static size_t ptr_hash(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-static int ptr_set_init(ptr_set *s, Py_ssize_t n)
-{
-    size_t cap = 16;
-    while (cap < (size_t)n * 2)
-        cap <<= 1;
-    s->slots = PyMem_Calloc(cap, sizeof *s->slots);
-    s->mask = cap - 1;
-    return s->slots ? 0 : -1;
-}
-
-static void ptr_set_add(ptr_set *s, PyObject *o)
-{
-    size_t i = ptr_hash(o) & s->mask;
-    while (s->slots[i] != NULL && s->slots[i] != o)
-        i = (i + 1) & s->mask;
-    s->slots[i] = o;
-}
-
 /* tp_traverse's visitor: nonzero (which ends the traversal) at the first
  * reference to one of the objects. */
 static int refers_to_one(PyObject *o, void *arg)
 {
-    const ptr_set *s = arg;
-    size_t i = ptr_hash(o) & s->mask;
-    for (PyObject *at; (at = s->slots[i]) != NULL; i = (i + 1) & s->mask)
-        if (at == o)
-            return 1;
-    return 0;
+    return ptr_set_has(arg, o);
 }
 
 /* referrers_of(objects: list | tuple) -> list */
@@ -98,11 +61,11 @@ PyObject *py_referrers_of(PyObject *self, PyObject *objects)
             goto fail;
     }
     Py_DECREF(all);
-    PyMem_Free(want.slots);
+    ptr_set_free(&want);
     return out;
 fail:
     Py_XDECREF(all);
-    PyMem_Free(want.slots);
+    ptr_set_free(&want);
     Py_DECREF(out);
     return NULL;
 }

@@ -440,6 +440,9 @@ PyObject *py_gc_release(PyObject *self, PyObject *token);
 PyObject *py_gc_held_count(PyObject *self, PyObject *unused);
 PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
 
+/* gc_schedule.c, with CPython's internal headers: the young generation's
+ * count, which paces the collector */
+int *gc_young_count(void);
 /* gc_reads.c: what the tracker's reading makes for the program's objects.
  * gc_program_read(): a walk begins in this hold; gc_reads_settle(): at the
  * outermost release, still held, how many of the objects made are the
@@ -447,8 +450,27 @@ PyObject *py_gc_count_as_program(PyObject *self, PyObject *n);
 void gc_program_read(void);
 long gc_reads_settle(void);
 PyObject *py_gc_program_read(PyObject *self, PyObject *unused);
+/* gc_torch_kept_types(types): the kinds of object PyTorch keeps with its
+ * C++ objects (autograd nodes, storages), which a walk made for the
+ * program (a sequence of types defined in C; -1: a class defined in
+ * Python, or more kinds than it holds) */
+int gc_torch_kept_types(PyObject *types);
+PyObject *py_gc_torch_kept_types(PyObject *self, PyObject *types);
 PyObject *py_frame_stack(PyObject *self, PyObject *frame);
 PyObject *py_instances_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* ptr_set.c: a set of object addresses (ptr_set_add: into a set sized for
+ * it by ptr_set_init; ptr_set_insert grows it) */
+typedef struct {
+    PyObject **slots;   /* open addressing, NULL for empty */
+    size_t mask, count;
+} ptr_set;
+size_t ptr_hash(const void *p);
+int ptr_set_init(ptr_set *s, Py_ssize_t n);
+void ptr_set_free(ptr_set *s);
+int ptr_set_has(const ptr_set *s, const void *o);
+void ptr_set_add(ptr_set *s, PyObject *o);
+int ptr_set_insert(ptr_set *s, PyObject *o);
+int ptr_set_remove(ptr_set *s, const void *o);
 /* referrers.c: gc.get_referrers(*objects) in one pass, whatever their number */
 PyObject *py_referrers_of(PyObject *self, PyObject *objects);
 /* ... and every level of a walk from one pass: ReferrerIndex */
