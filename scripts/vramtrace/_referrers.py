@@ -186,6 +186,20 @@ _FRAME_WALK_NESTING = 3
 _FRAME_WALK_NESTED_ITEMS = 1 << 15
 
 
+def _stack_label(value: Any) -> Optional[str]:
+    """What a running frame's value stack holds ``value`` for, as a chain's
+    words, or None: a for loop's iterator, or the bound __exit__ (or
+    __aexit__) a with block keeps until it ends (its __self__, the context
+    manager, is the next hop)."""
+    if hasattr(type(value), "__next__"):
+        return "for loop's iterator"
+    if (isinstance(value, (types.MethodType, types.BuiltinMethodType))
+            and getattr(value, "__name__", None) in ("__exit__", "__aexit__")
+            and getattr(value, "__self__", None) is not None):
+        return "with block"
+    return None
+
+
 class _Locals:
     """Frame locals of every thread, indexed by the id of the value.
 
@@ -266,25 +280,30 @@ class _Locals:
             del loc
 
     def _stack(self, f: types.FrameType, where: str, names: Dict[str, Any]) -> None:
-        """The iterators the frame's value stack holds that none of its
-        ``names`` (its locals; a module's top level, its globals) does,
-        where it can be read (_trackfast.frame_stack: a frame calling a
-        Python function): the collector does not see a running frame's
-        stack, and a list only a for loop's iterator walks (`for x in
-        [t.cuda() for t in data]`) read as a chain from nowhere."""
-        # Its iterators alone: the rest of a stack is a pending call's
-        # operands (`out.append(model(x))` keeps `out.append` there while
-        # model runs), which a local mostly holds too, and a second root
-        # beside the local would split a cause.
-        iterators = [v for v in _native_frame_stack(f) if hasattr(type(v), "__next__")]
-        if not iterators:   # (most frames: what their names hold is not read)
+        """The iterators and the with blocks' __exit__ methods the frame's
+        value stack holds that none of its ``names`` (its locals; a module's
+        top level, its globals) does, where it can be read
+        (_trackfast.frame_stack: a frame calling a Python function): the
+        collector does not see a running frame's stack, and a list only a
+        for loop's iterator walks (`for x in [t.cuda() for t in data]`), or a
+        context manager only its with block holds (`with capture(model):`
+        around the loop, its generator's list of activations), read as a
+        chain from nowhere."""
+        # Those alone: the rest of a stack is a pending call's operands
+        # (`out.append(model(x))` keeps `out.append` there while model
+        # runs), which a local mostly holds too, and a second root beside
+        # the local would split a cause.
+        held = [(v, label) for v in _native_frame_stack(f)
+                for label in (_stack_label(v),) if label]
+        if not held:   # (most frames: what their names hold is not read)
             return
         named = {id(v) for v in list(names.values())}
-        for value in iterators:
-            if id(value) not in named:
-                self.by_id.setdefault(id(value), []).append(
-                    (id(f), f"for loop's iterator in {where}"))
-        iterators.clear()
+        for value, label in held:
+            # (`with Recorder() as rec:` keeps the manager in a local too)
+            whose = value.__self__ if label == "with block" else value
+            if id(whose) not in named:
+                self.by_id.setdefault(id(value), []).append((id(f), f"{label} in {where}"))
+        held.clear()
 
     def _contents(self, value: Any, depth: int = 1) -> None:
         """The items of a tuple or list (or the values of a dict, in a walk

@@ -969,28 +969,40 @@ TEST(host_storages_are_judged_in_a_trace_without_device_storage)
 }
 
 /* What a running frame's value stack holds (a for loop's iterator walking a
- * list no local holds) reads as words after the frame, as a local does:
+ * list no local holds; a with block's __exit__, bound to its context
+ * manager) reads as words after the frame, as a local does:
  * "frame for loop's iterator in train train.py:16", not
  * "frame.for loop's iterator ...". */
 TEST(a_frames_value_stack_reads_as_words_as_a_local_does)
 {
-    synth y;
-    const uint64_t at = 0x7f7300000000ull;
-    h_made_in_step_1(&y, 700, at);
-    synth_holder(&y, 701, "frame");
-    synth_holder(&y, 702, "list_iterator");
-    synth_holder(&y, 703, "list");
-    synth_ref(&y, 701, 702, "for loop's iterator in train train.py:16");
-    synth_ref(&y, 702, 703, ".seq");
-    synth_ref(&y, 703, 700, "[*]");
-    steps(&y, 2, 6);
-    vt__check_report *r = check(&y, NULL);
-    const vt__check_finding *f = by_addr(r, at);
-    ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
-    ASSERT_STR_CONTAINS(path_text(f, 0), "frame for loop's iterator in train train.py:16 "
-                                         "\xe2\x86\x92 list_iterator.seq \xe2\x86\x92 list[*]");
-    vt__check_report_free(r);
-    synth_fini(&y);
+    static const struct {
+        const char *label, *holder, *hop, *want;
+    } held[] = {
+        {"for loop's iterator in train train.py:16", "list_iterator", ".seq",
+         "frame for loop's iterator in train train.py:16 "
+         "\xe2\x86\x92 list_iterator.seq \xe2\x86\x92 list[*]"},
+        {"with block in main train.py:30", "method __exit__", ".__self__",
+         "frame with block in main train.py:30 "
+         "\xe2\x86\x92 method __exit__.__self__ \xe2\x86\x92 list[*]"},
+    };
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+        synth y;
+        const uint64_t at = 0x7f7300000000ull;
+        h_made_in_step_1(&y, 700, at);
+        synth_holder(&y, 701, "frame");
+        synth_holder(&y, 702, held[i].holder);
+        synth_holder(&y, 703, "list");
+        synth_ref(&y, 701, 702, held[i].label);
+        synth_ref(&y, 702, 703, held[i].hop);
+        synth_ref(&y, 703, 700, "[*]");
+        steps(&y, 2, 6);
+        vt__check_report *r = check(&y, NULL);
+        const vt__check_finding *f = by_addr(r, at);
+        ASSERT_EQ(f->rule, VT_CHECK_RULE_LINGER);
+        ASSERT_STR_CONTAINS(path_text(f, 0), held[i].want);
+        vt__check_report_free(r);
+        synth_fini(&y);
+    }
 }
 
 TEST_MAIN()

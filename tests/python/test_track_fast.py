@@ -703,3 +703,50 @@ def test_a_running_frames_value_stack_is_read_for_what_no_local_holds(real_lib):
         [e.label for e in res.edges]
     with pytest.raises(TypeError):
         mod.frame_stack(None)
+
+
+def test_a_with_blocks_context_manager_is_named_by_its_block(real_lib):
+    """A with block keeps its context manager's bound __exit__ on the value
+    stack until it ends, and no local holds the manager where the block has
+    no `as` (`with Stash(): train(...)`, a pack hook's stash of every saved
+    activation): the chain began at an unnamed `method __exit__`. The walk
+    names the block: `with block in fn file:line → method
+    __exit__.__self__`."""
+    import threading
+    from vramtrace import _referrers
+    _loaded_trackfast()
+
+    def kept_by_block():
+        kept = object()
+        with _Handoff(kept) as h:
+            del h
+            return _referrers.walk_referrers({("t", 1): kept}, lambda o: None)
+
+    def named_by_as(kept):
+        with _Handoff(kept) as h:
+            return _referrers.walk_referrers({("t", 1): kept}, lambda o: None), h
+
+    labels = [e.label for e in kept_by_block().edges]
+    assert any(lab.startswith("with block in kept_by_block ") for lab in labels), labels
+    assert ".__self__" in labels and ".kept" in labels, labels
+    # where `as` keeps the manager in a local, the local alone names it (one root)
+    res, _ = named_by_as(object())
+    labels = [e.label for e in res.edges]
+    assert any(lab.startswith("local 'h' in named_by_as") for lab in labels), labels
+    assert not any(lab.startswith("with block") for lab in labels), labels
+    assert _referrers._stack_label(threading.Lock().__exit__) == "with block"
+    assert _referrers._stack_label(_Handoff(None).__enter__) is None
+
+
+class _Handoff:
+    """A context manager that keeps what it is given: the with block is its
+    only holder once the block's `as` name is deleted."""
+
+    def __init__(self, kept):
+        self.kept = [kept]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None

@@ -387,7 +387,7 @@ def test_a_value_kept_every_step_is_named_by_its_blocks_and_its_list(track, tmp_
         assert re.search(r"^vramtrace check: \d+ findings?, [\d.]+ KiB held after last use in "
                          r"[\d.]+ KiB of blocks", text), text[:2000]
         if track:
-            assert re.search(rf"held by: frame local 'value_log' in main actor_critic\.py:\d+ → "
+            assert re.search(r"held by: frame local 'value_log' in main actor_critic\.py:\d+ → "
                              r"list\[\*\] → tensor 'return F\.softmax", text), text[:4000]
         else:   # (its blocks: 845 of them, not one)
             assert re.search(r"\n#1 \[[\w-]+\] storage 0x[0-9a-f]+ on cuda:0, [\d.]+ KiB "
@@ -739,6 +739,25 @@ def test_run_track_judges_cuda_tensors_another_process_sent_and_names_their_hold
                          r"is not None: \(actor_learner\.py:\d+\)'\n +held by: module "
                          r"__main__\.kept → list\[\*\]", text), text[:3000]
         assert re.search(r"storage 0x[0-9a-f]+ on cuda:0, 1 MiB, external", text), text[:3000]
+
+
+def test_run_track_names_the_with_block_that_alone_holds_a_stash(tmp_path):
+    """with_stash.py: a saved-tensors stash (a pack hook keeping what
+    autograd saves) entered with no `as` around the training loop keeps
+    every step's activations; only the block holds it, through the bound
+    __exit__ it keeps on its frame's value stack, which the collector does
+    not see: the chain began at `method __exit__.__self__`, from nowhere.
+    It starts at the block now, the fixed twin (a stash a step) is clean,
+    and the program prints what it prints untraced."""
+    line, got = _traced_twins(tmp_path, "with_stash.py", "# STASH_LINE", "step ", 8)
+    for kind, (snap, out, rc, text) in got.items():
+        if kind == "fixed":
+            assert rc == 0, text[:3000]
+            continue
+        assert rc == 1, text[:3000]
+        assert re.search(rf"held by: frame with block in main with_stash\.py:{line} → "
+                         r"method __exit__\.__self__ → Stash\.kept → list\[\*\]", text), \
+            text[:4000]
 
 
 def test_run_track_walks_a_quiet_validation_after_marked_training(tmp_path):

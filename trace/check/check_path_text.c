@@ -39,12 +39,13 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 /* A label joins its holder like an attribute or a subscript; a frame's
  * local, and what its value stack holds, read as words ("frame of step
  * (train.py:52) local 'logits'", "frame for loop's iterator in train
- * train.py:16"). */
+ * train.py:16", "frame with block in main train.py:30"). */
 static void sb_label(sbuf *b, const char *label)
 {
     if (!label || !*label)
         return;
-    if (!strncmp(label, "local '", 7) || !strncmp(label, "for loop's iterator in ", 23))
+    if (!strncmp(label, "local '", 7) || !strncmp(label, "for loop's iterator in ", 23) ||
+        !strncmp(label, "with block in ", 14))
         sb_printf(b, " %s", label);
     else if (isalpha((unsigned char)label[0]) || label[0] == '_')
         sb_printf(b, ".%s", label);
