@@ -310,9 +310,12 @@ def _tensor_attr_labels(owner: Any, child: Any) -> List[str]:
 
 def _frame_labels(frame: types.FrameType, child: Any) -> List[str]:
     """The locals of a frame that has returned (kept by a traceback or a
-    generator) that hold ``child``: ``local 'x'``. Reading them fills the
-    frame's locals dict, which is emptied again: the frame itself keeps the
-    values, no more and no longer than before."""
+    generator) that hold ``child``: ``local 'x'``; where ``child`` is the
+    cell of a local a nested function reads (`acts` of a context manager
+    whose hook appends to it), that local (its value, f_locals shows, is
+    the cell's contents; the walker folds the cell: _Walker.fold). Reading
+    them fills the frame's locals dict, which is emptied again: the frame
+    itself keeps the values, no more and no longer than before."""
     labels: List[str] = []
     try:
         loc = frame.f_locals
@@ -320,6 +323,15 @@ def _frame_labels(frame: types.FrameType, child: Any) -> List[str]:
         return labels
     try:
         labels.extend(f"local '{k}'" for k, v in list(loc.items()) if v is child)
+        if type(child) is types.CellType:
+            try:
+                contents = child.cell_contents
+            except ValueError:   # (empty)
+                pass
+            else:
+                code = frame.f_code
+                labels.extend(f"local '{k}'" for k in code.co_cellvars + code.co_freevars
+                              if k in loc and loc[k] is contents)
         if frame.f_back is child:
             labels.append(".f_back")
     finally:

@@ -762,8 +762,10 @@ class _Walker:
 
     def fold(self) -> None:
         """Fold ``owner.__dict__['k']`` into ``owner.k``,
-        ``fn.__closure__[i].cell_contents`` into ``closure cell 'x' of fn``
-        and an lru_cache's dict into ``lru_cache f's cache[key]``."""
+        ``fn.__closure__[i].cell_contents`` into ``closure cell 'x' of fn``,
+        a frame's or generator's ``local 'x'`` that is a cell, ``.cell_contents``,
+        into ``local 'x'``, and an lru_cache's dict into ``lru_cache f's
+        cache[key]``."""
         edges = self.res.edges
         ins: Dict[NodeKey, List[Edge]] = {}
         for e in edges:
@@ -792,6 +794,13 @@ class _Walker:
             elif type(src_obj) is _CELL and e.label == "cell_contents":
                 made = False
                 for t in ins.get(e.src, ()):
+                    # a returned or suspended frame's local that a nested
+                    # function reads: its cell is the local's value
+                    if t.label.startswith("local '"):
+                        added.append(Edge(t.src, e.dst, t.label))
+                        folded_to[e.src] = t.src
+                        made = True
+                        continue
                     for f in ins.get(t.src, ()):
                         fn = self.res.objects.get(f.src)
                         if f.label != ".__closure__" or not isinstance(fn, types.FunctionType):
@@ -820,7 +829,8 @@ class _Walker:
             keep.append(e)
         used_src = {e.src for e in keep}
         edges[:] = [e for e in keep
-                    if not (type(self.res.objects.get(e.src)) is tuple
+                    if not ((type(self.res.objects.get(e.src)) is tuple
+                             or e.label.startswith("local '"))
                             and type(self.res.objects.get(e.dst)) is _CELL
                             and e.dst not in used_src)]
         for org, top in list(self.res.tops.items()):

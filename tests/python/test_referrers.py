@@ -206,6 +206,31 @@ def test_a_suspended_generators_locals_are_named_by_the_generator_and_where_it_w
     co.close()
 
 
+def test_a_suspended_generators_local_that_a_nested_function_reads_is_named_as_a_local():
+    """A @contextmanager whose hook appends to its local list (`acts`, read
+    by the lambda: a cell) keeps the list in that cell: the chain read
+    `generator capture (…)(referent) → cell.cell_contents → list[*]`. It
+    reads `generator capture (…) local 'acts' → [0]` now."""
+    def capture():
+        acts = []
+        hook = lambda x: acts.append(x)   # noqa: E731 (a cell for 'acts')
+        yield hook   # CAPTURE_WAITS
+
+    gen = capture()
+    hook = next(gen)
+    held = Payload()
+    hook(held)
+    del hook
+    res = _walk(held)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "# CAPTURE_WAITS" in text)
+    name = f"generator capture (test_referrers.py:{line})"
+    assert (name, "local 'acts'") in _labels(res), _labels(res)
+    assert any(c.endswith(" -> local 'acts' -> [0] -> ") for c in _chains(res)), _chains(res)
+    assert not any(lb in ("(referent)", "cell_contents") for _, lb in _labels(res)), \
+        _labels(res)
+    gen.close()
+
+
 class _Suspend:
     def __await__(self):
         yield
@@ -392,7 +417,7 @@ def test_a_walk_of_the_running_frames_reads_containers_in_containers():
                for c in _chains(res, ("t", 1))), _chains(res, ("t", 1))
     assert any(f"local 'seen' in {fn}" in c and "-> [0] -> [1] -> " in c
                for c in _chains(res, ("t", 2))), _chains(res, ("t", 2))
-    assert not any(f"local 'deep'" in c for c in _chains(res, ("t", 3))), \
+    assert not any("local 'deep'" in c for c in _chains(res, ("t", 3))), \
         _chains(res, ("t", 3))
     del memory, seen, deep
 
