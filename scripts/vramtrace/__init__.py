@@ -17,7 +17,7 @@ Every failure raises :class:`VramtraceError` with a message naming the call.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, Tuple
 
 from ._lib import (LibraryNotFoundError, VramtraceError, get_library,
                    set_library)
@@ -41,27 +41,32 @@ __version__ = "0.1.0"
 # (kind "mark") or the file is written (kind "snapshot"): the torch tracker
 # records there the references that hold stale tensors, so that they are in
 # place at the mark where the checker looks at them.
-_hooks: List[Callable[[str, str], None]] = []
+# A tuple, replaced whole by add_mark_hook and remove_mark_hook: a mark runs
+# the hooks it found (one that a hook adds or removes counts from the next
+# mark) with no copy made. A copy (`list(_hooks)`) is counted by the cyclic
+# collector when made and not when freed to the list free list: each mark
+# moved the program's count by one, outside any hold (so did every
+# optimizer step under `vramtrace run --track`, which marks there).
+_hooks: Tuple[Callable[[str, str], None], ...] = ()
 
 
 def add_mark_hook(fn: Callable[[str, str], None]) -> None:
     """Call ``fn(kind, arg)`` at every :func:`mark` ("mark", label) and
     :func:`snapshot` ("snapshot", path), just before the mark is recorded
     or the snapshot written."""
+    global _hooks
     if fn not in _hooks:
-        _hooks.append(fn)
+        _hooks = _hooks + (fn,)
 
 
 def remove_mark_hook(fn: Callable[[str, str], None]) -> None:
     """Undo :func:`add_mark_hook`; unknown hooks are ignored."""
-    try:
-        _hooks.remove(fn)
-    except ValueError:
-        pass
+    global _hooks
+    _hooks = tuple(h for h in _hooks if h != fn)
 
 
 def _run_hooks(kind: str, arg: str) -> None:
-    for fn in list(_hooks):
+    for fn in _hooks:
         fn(kind, arg)
 
 

@@ -248,6 +248,32 @@ def test_a_search_of_a_live_graph_leaves_the_count_as_untracked(real_lib):
         assert moved[True] == moved[False], (chain, moved)
 
 
+def test_a_mark_moves_the_programs_count_by_nothing(real_lib):
+    """vramtrace.mark() ran the trackers' hooks over `list(_hooks)`, a list
+    the collector counts when made and not when it is freed to the list
+    free list: each mark moved the program's count by one, outside any hold
+    (so did every optimizer step under `vramtrace run --track`, which marks
+    there). A mark now moves it by nothing."""
+    import gc
+    import vramtrace
+    threshold = gc.get_threshold()
+    with vtt.track():
+        assert vramtrace._hooks, "the tracker's mark hook"
+        gc.collect()
+        gc.set_threshold(1 << 30)
+        try:
+            for i in range(3):   # warm: this frame's object, PyTorch's caches
+                vramtrace.mark(f"warm {i}")
+            moved = []
+            for i in range(4):
+                before = gc.get_count()[0]
+                vramtrace.mark(f"step {i}")
+                moved.append(gc.get_count()[0] - before)
+        finally:
+            gc.set_threshold(*threshold)
+    assert moved == [0, 0, 0, 0], moved
+
+
 def test_the_kinds_kept_are_types_defined_in_c(real_lib):
     """A class defined in Python frees through CPython's subtype_dealloc,
     which calls its nearest base's defined in C: wrapped, the class's own
