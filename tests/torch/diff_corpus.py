@@ -14,7 +14,9 @@ the exception it ends with are recorded by the runner.
 Run as a script: ``diff_corpus.py PATH [NAME ...]`` runs the programs (all
 by default) on each of their devices, untracked or under track() as
 VT_DIFF_TRACK says (0: untracked, vramtrace never imported), and writes
-their results to PATH as JSON.
+their results to PATH as JSON. VT_DIFF_TICK_S=SECONDS, by hand, ticks a
+tracked program that often (diff_recorder._Trackers): a stress of the
+ticks' walks, e.g. 0.001 with the_collectors_count_moves_per_step_as_untracked.
 
 The programs are here and in diff_corpus_more.py; what they run with (the
 registry, the Recorder, the trackers) is diff_recorder.py.

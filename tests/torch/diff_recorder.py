@@ -113,6 +113,15 @@ class _Trackers:
         from vramtrace import _trackobs
         self._track = vtt.track
         self.made: List[Any] = []
+        tick_s = os.environ.get("VT_DIFF_TICK_S")
+        if tick_s:
+            # By hand, a stress: a tick (a mark's work, a holder walk with
+            # it) every VT_DIFF_TICK_S seconds of a program's ops instead of
+            # every 0.5 s, for what a tick's walk may change that a program
+            # sees (0.001 showed the_collectors_count_moves_per_step_as_untracked
+            # moved by the autograd nodes a walk made: gc_reads.c)
+            from vramtrace.torch import _tracker
+            _tracker._TICK_S = float(tick_s)
         if _trackobs.wanted():
             # built (or found in VRAMTRACE_CACHE_DIR) before any program runs:
             # the one line on stderr that announces a build is not a program's
