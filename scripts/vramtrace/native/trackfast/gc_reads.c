@@ -98,17 +98,22 @@ static ptr_set walk_made;
 #define KEPT_KINDS 4
 static destructor kept_dealloc[KEPT_KINDS];
 
+/* Every free of the kind's objects, the program's too (each tensor's
+ * storage): one lookup, and the count read only for an object a walk made. */
 static void walk_made_free(int kind, PyObject *op)
 {
-    int made = walk_made.count > 0 && ptr_set_remove(&walk_made, op);
+    if (walk_made.count == 0 || !ptr_set_remove(&walk_made, op)) {
+        kept_dealloc[kind](op);
+        return;
+    }
     int *count = gc_young_count();
     int before = *count;
     kept_dealloc[kind](op);
-    /* PyObject_GC_Del takes one off where the count is above 0 (inside a
+    /* PyObject_GC_Del took one off if the count stood above 0 (inside a
      * hold it is held, and put back at its end; a collection sets it to 0
      * when it starts, and frees what it collects with the count at 0) */
-    if (made && !PyInterpreterState_Get()->gc.collecting &&
-        (*count > 0 || (*count >= 0 && *count < before)))
+    if (*count >= 0 && (*count > 0 || *count < before) &&
+        !PyInterpreterState_Get()->gc.collecting)
         ++*count;
 }
 
@@ -148,6 +153,8 @@ void gc_program_read(void)
              f = f->previous)
             frames_seen[n++] = (FrameSeen){f, f->frame_obj != NULL, f->f_locals != NULL};
     frames_noted = n;
+    if (kept_dealloc[0] == NULL)   /* no kind given (gc_torch_kept_types) */
+        return;
     kept_marker = PyList_New(0);   /* tracked: linked at the young generation's end */
     if (kept_marker == NULL)
         PyErr_Clear();
