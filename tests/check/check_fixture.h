@@ -111,14 +111,20 @@ static inline vt__check_report *check_shape(synth *y, shape_fn shape, int varian
     return check(y, NULL);
 }
 
+/* r, the report on y, has no finding (else it is printed); r is freed and
+ * y finished (synth_fini), ready to be built again. */
+static inline void assert_report_clean(vt__check_report *r, synth *y)
+{
+    ASSERT_CLEAN(r, y);
+    vt__check_report_free(r);
+    synth_fini(y);
+}
+
 /* y, checked with opt (NULL: default_options()), has no finding; y is
  * finished (synth_fini), ready to be built again. */
 static inline void assert_checks_clean(synth *y, const vt__check_options *opt)
 {
-    vt__check_report *r = check(y, opt);
-    ASSERT_CLEAN(r, y);
-    vt__check_report_free(r);
-    synth_fini(y);
+    assert_report_clean(check(y, opt), y);
 }
 
 /* What every fixed twin asserts: its trace comes out clean. */

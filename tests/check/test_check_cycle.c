@@ -116,9 +116,7 @@ static void assert_clean_without_cycle_rule(int fixed, int flagged)
     stash_in_cycle(&y, fixed, flagged, 0);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_LINGER | VT_CHECK_RULE_PINNED | VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 TEST(cycle_fixed_by_refcounting_is_clean)

@@ -133,9 +133,7 @@ static void assert_loop_is_clean(keep_fn keep, int realloc, int steps)
     loop(&y, steps, keep, realloc);
     vt__check_report *r = check(&y, NULL);
     ASSERT(r->rules_run & VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 TEST(a_flat_program_is_clean)
@@ -169,9 +167,7 @@ TEST(growth_needs_enough_marks_and_says_so_when_asked_without)
     r = check_rules(&y, VT_CHECK_RULE_GROWTH);
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_GROWTH);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 TEST(the_fit_is_robust_to_odd_steps_and_judges_only_after_the_warm_up)

@@ -145,9 +145,7 @@ static void assert_clean_by_time(synth *y)
 {
     vt__check_report *r = check_keep(y, 0);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-    ASSERT_CLEAN(r, y);
-    vt__check_report_free(r);
-    synth_fini(y);
+    assert_report_clean(r, y);
 }
 
 TEST(an_evaluation_that_keeps_nothing_is_clean_by_time)
@@ -204,9 +202,7 @@ TEST(a_cache_filled_and_emptied_per_request_is_no_growth_at_drifting_window_ends
         requests(&y, 0);
         vt__check_report *r = check_keep(&y, keep_records);
         ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-        ASSERT_CLEAN(r, &y);
-        vt__check_report_free(r);
-        synth_fini(&y);
+        assert_report_clean(r, &y);
         requests(&y, 1);
         r = check_keep(&y, keep_records);
         size_t growth = findings_of(r, VT_CHECK_RULE_GROWTH);
@@ -225,9 +221,7 @@ TEST(growth_by_time_is_for_an_observed_pool_only)
     vt__check_report *r = check_keep(&y, 0);
     ASSERT_EQ(r->rules_run, 0);
     ASSERT_EQ(r->rules_need_steps, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_OUTLIER);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 /* Truncated BPTT with the hidden state never detached and every backward

@@ -841,9 +841,7 @@ TEST(a_tensor_declared_again_is_judged_by_the_usual_gap_it_had_before_the_window
      * A window of 6 steps cannot show that gap; the declaration says it */
     synth y;
     vt__check_report *r = check_shape(&y, declared_again, 2);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
     /* the same told to wait 2 steps (--grace 2): flagged */
     vt__check_options o = default_options();
     o.grace_mode = VT_CHECK_GRACE_STEPS;
@@ -891,9 +889,7 @@ TEST(a_tensor_declared_again_is_judged_by_the_usual_gap_it_had_before_the_window
     /* used every 10 s before the window (the tracker's rest, in ns): not
      * yet missed a use */
     r = check_shape(&y, declared_again_by_time, 1);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 TEST(alive_through_a_complete_step_before_the_end_is_flagged)

@@ -64,9 +64,7 @@ TEST(no_marks_a_snapshots_holder_walk_is_not_the_programs_time)
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->nmarks, 0);
     ASSERT_EQ(r->end_time_ns, requested);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 /* A loop of 10 s without marks (so a grace of 1 s) in which the tool

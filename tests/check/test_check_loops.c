@@ -125,9 +125,7 @@ TEST(a_loops_allocations_kept_until_it_ended_are_an_outlier_without_tensors)
     };
     for (size_t k = 0; k < sizeof clean / sizeof clean[0]; k++) {
         r = evaluation_loop(&y, clean[k].iters, clean[k].layers, clean[k].chained);
-        ASSERT_EQ(r->nfindings, 0);
-        vt__check_report_free(r);
-        synth_fini(&y);
+        assert_report_clean(r, &y);
     }
 }
 
@@ -201,9 +199,7 @@ TEST(a_loops_blocks_made_under_one_line_of_it_are_told_by_their_uses)
     };
     for (size_t k = 0; k < sizeof clean / sizeof clean[0]; k++) {
         r = one_line_evaluation(&y, clean[k].iters, clean[k].tensors, clean[k].used_after);
-        ASSERT_EQ(r->nfindings, 0);
-        vt__check_report_free(r);
-        synth_fini(&y);
+        assert_report_clean(r, &y);
     }
 }
 

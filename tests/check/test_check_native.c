@@ -404,9 +404,7 @@ TEST(weights_moved_before_a_loop_without_marks_are_not_never_freed)
     weights_then_loop(&y, 0);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 
     weights_then_loop(&y, 1);
     r = check(&y, NULL);
@@ -468,9 +466,7 @@ TEST(weights_and_a_first_forward_that_ran_out_of_memory_are_not_never_freed)
     synth_tick(&y, 500000000ull);
     vt__check_report *r = check(&y, NULL);
     ASSERT_EQ(r->rules_run, VT_CHECK_RULE_NEVER_FREED | VT_CHECK_RULE_GROWTH);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 /* Six marked steps, then `tail` iterations of the usual step's length
@@ -551,9 +547,7 @@ TEST(what_a_loop_keeps_after_the_last_mark_is_never_freed)
     synth_alloc(&y, 0x7fd000000000ull, 4096, st_act);   /* the run's last event */
     r = check(&y, NULL);
     ASSERT_GE(r->quiet_steps, 4);
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 /* One call after the last mark that allocates for a while, over several of
@@ -689,9 +683,7 @@ TEST(a_calls_allocations_kept_together_past_a_step_are_an_outlier_without_tensor
     };
     for (size_t k = 0; k < sizeof clean / sizeof clean[0]; k++) {
         r = evaluation_kept(&y, clean[k].nlines, clean[k].kept, clean[k].siblings);
-        ASSERT_EQ(r->nfindings, 0);
-        vt__check_report_free(r);
-        synth_fini(&y);
+        assert_report_clean(r, &y);
     }
 }
 
@@ -839,9 +831,7 @@ TEST(findings_kept_under_one_call_of_the_program_are_one_cause)
     synth_fini(&y);
 
     r = kept_every_step(&y, 4, 0, 0);   /* the fixed evaluation */
-    ASSERT_EQ(r->nfindings, 0);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 /* kept_every_step's run over `nsteps` marked steps whose evaluation keeps

@@ -120,9 +120,7 @@ TEST(what_another_thread_frees_after_its_last_seen_use_is_not_judged)
     synth y;
     tape_steps_freed_on(&y, 0, 2);
     vt__check_report *r = check_tape(&y);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
 }
 
 TEST(tape_freeing_each_intermediate_after_its_use_is_clean)
@@ -130,9 +128,7 @@ TEST(tape_freeing_each_intermediate_after_its_use_is_clean)
     synth y;
     tape_steps(&y, 1);
     vt__check_report *r = check_tape(&y);
-    ASSERT_CLEAN(r, &y);
-    vt__check_report_free(r);
-    synth_fini(&y);
+    assert_report_clean(r, &y);
     assert_rule_is_named("tape", VT_CHECK_RULE_TAPE);
 }
 
