@@ -34,18 +34,6 @@
 #include "spill.h"
 #include "timeline.h"
 
-/* The last binding of str key `k` (`n` bytes) in `dict`, by a scan. */
-static const vt__pv *scan(const vt__pickle *p, const vt__pv_container *c, const char *k, size_t n)
-{
-    const vt__pv *found = NULL;
-    for (uint32_t i = 0; i + 1 < c->n; i += 2) {
-        const vt__pv *kv = &p->values[c->items[i]];
-        if (kv->type == VT_PV_STR && kv->n == n && (!n || !memcmp(kv->s, k, n)))
-            found = &p->values[c->items[i + 1]];
-    }
-    return found;
-}
-
 static void check_lookups(const uint8_t *data, size_t size)
 {
     char err[512], key[256];
@@ -64,10 +52,10 @@ static void check_lookups(const uint8_t *data, size_t size)
             if (kv->n)
                 memcpy(key, kv->s, kv->n);
             key[kv->n] = 0;
-            if (vt__pickle_get(p, d, key) != scan(p, c, key, kv->n))
+            if (vt__pickle_get(p, d, key) != vt__pickle_scan(p, c, key, kv->n))
                 abort();
         }
-        if (vt__pickle_get(p, d, "no such key") != scan(p, c, "no such key", 11))
+        if (vt__pickle_get(p, d, "no such key") != vt__pickle_scan(p, c, "no such key", 11))
             abort();
     }
     vt__pickle_free(p);

@@ -123,6 +123,12 @@ int vt__pickle_parse_sink(const void *data, size_t size, const char *name,
 const vt__pv *vt__pickle_value(const vt__pickle *p, uint32_t index);
 /* The value of key `key` (a str) in dict `dict`, or NULL. */
 const vt__pv *vt__pickle_get(const vt__pickle *p, const vt__pv *dict, const char *key);
+/* The last binding of str key `key` (`n` bytes) among dict container c's
+ * pairs, by a scan, as Python reads it, or NULL: vt__pickle_get's lookup of
+ * a dict without a sorted index, and what the fuzz target checks the
+ * index's answers against. */
+const vt__pv *vt__pickle_scan(const vt__pickle *p, const vt__pv_container *c, const char *key,
+                              size_t n);
 /* Item k of a list/tuple, or NULL. */
 const vt__pv *vt__pickle_item(const vt__pickle *p, const vt__pv *seq, size_t k);
 /* Integer value (bool, int, uint, float truncated), `dflt` when not a number. */

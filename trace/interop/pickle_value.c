@@ -54,6 +54,12 @@ const vt__pv *vt__pickle_get(const vt__pickle *p, const vt__pv *dict, const char
         }
         return NULL;
     }
+    return vt__pickle_scan(p, c, key, n);
+}
+
+const vt__pv *vt__pickle_scan(const vt__pickle *p, const vt__pv_container *c, const char *key,
+                              size_t n)
+{
     /* the last binding wins, as in Python */
     const vt__pv *found = NULL;
     for (uint32_t k = 0; k + 1 < c->n; k += 2) {
