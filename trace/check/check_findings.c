@@ -36,14 +36,8 @@ int vt__ck_line_of(ck_line_memo *lm, uint32_t stack, uint64_t *line)
         *line = lm->line[k];
         return 0;
     }
-    if (lm->n == lm->cap) {
-        size_t cap = lm->cap ? 2 * lm->cap : 256;
-        uint64_t *l = realloc(lm->line, cap * sizeof *l);
-        if (!l)
-            return -ENOMEM;
-        lm->line = l;
-        lm->cap = cap;
-    }
+    if (vt__grow_from((void **)&lm->line, &lm->cap, lm->n + 1, sizeof *lm->line, 256) < 0)
+        return -ENOMEM;
     if (vt__u64map_put(&lm->of_stack, stack, (uint32_t)lm->n) < 0)
         return -ENOMEM;
     *line = lm->line[lm->n++] = vt__snapshot_python_line(lm->s, stack);

@@ -238,16 +238,25 @@ typedef struct walk {
     uint64_t last_seq, last_time;   /* last_time: the program's last event (walk_events) */
 } walk;
 
+/* *arr, an array beside one that CK_GROW grew, given that one's capacity
+ * `cap` (of `elem`-byte elements). @return 0 or -ENOMEM (*arr unchanged). */
+static int grow_beside(void **arr, size_t cap, size_t elem)
+{
+    void *p = realloc(*arr, cap * elem);
+    if (!p)
+        return -ENOMEM;
+    *arr = p;
+    return 0;
+}
+
 static int map_set(lt_map *mp, uint32_t k, uint32_t x, uint32_t ord)
 {
     size_t cap = mp->cap;
     if (CK_GROW(mp->st, mp->cap, (size_t)k + 1) < 0)
         return -ENOMEM;
     if (mp->cap != cap || !mp->ord) {
-        uint32_t *no = realloc(mp->ord, mp->cap * sizeof *no);
-        if (!no)
+        if (grow_beside((void **)&mp->ord, mp->cap, sizeof *mp->ord) < 0)
             return -ENOMEM;
-        mp->ord = no;
         memset(mp->st + cap, 0xff, (mp->cap - cap) * sizeof *mp->st);
     }
     mp->st[k] = x;
@@ -388,16 +397,10 @@ static int add_mark(ck_model *m, const vt__event *e)
     size_t cap = m->capmarks;
     if (CK_GROW(m->mark_seq, m->capmarks, m->nmarks + 1) < 0)
         return -ENOMEM;
-    if (m->capmarks != cap || !m->mark_time) {
-        uint64_t *nt = realloc(m->mark_time, m->capmarks * sizeof *nt);
-        if (!nt)
-            return -ENOMEM;
-        m->mark_time = nt;
-        uint32_t *nl = realloc(m->mark_label, m->capmarks * sizeof *nl);
-        if (!nl)
-            return -ENOMEM;
-        m->mark_label = nl;
-    }
+    if ((m->capmarks != cap || !m->mark_time) &&
+        (grow_beside((void **)&m->mark_time, m->capmarks, sizeof *m->mark_time) < 0 ||
+         grow_beside((void **)&m->mark_label, m->capmarks, sizeof *m->mark_label) < 0))
+        return -ENOMEM;
     m->mark_seq[m->nmarks] = e->seq;
     m->mark_time[m->nmarks] = e->time_ns;
     m->mark_label[m->nmarks] = e->str;
@@ -416,14 +419,9 @@ static int on_mark(ck_model *m, const vt__event *e)
 
 static int push_free_time(ck_model *m, uint64_t t)
 {
-    if (m->nfree_time == m->capfree_time) {
-        size_t cap = m->capfree_time ? m->capfree_time * 2 : 1024;
-        uint64_t *n = realloc(m->free_time, cap * sizeof *n);
-        if (!n)
-            return -ENOMEM;
-        m->free_time = n;
-        m->capfree_time = cap;
-    }
+    if (vt__grow_from((void **)&m->free_time, &m->capfree_time, m->nfree_time + 1,
+                      sizeof *m->free_time, 1024) < 0)
+        return -ENOMEM;
     m->free_time[m->nfree_time++] = t;
     return 0;
 }
