@@ -48,6 +48,7 @@
 #include "compare.h"
 #include "compare_growth.h"
 #include "event_stream.h"
+#include "order.h"
 #include "pytorch.h"
 #include "report_util.h"
 
@@ -199,7 +200,7 @@ static int cmp_rank(const void *a, const void *b)
     const struct rank_info *x = a, *y = b;
     if (x->rank != y->rank)
         return (x->rank > y->rank) - (x->rank < y->rank);
-    return (x->pos > y->pos) - (x->pos < y->pos);   /* one rank twice: as given */
+    return vt__order(x->pos, y->pos);   /* one rank twice: as given */
 }
 
 static void free_sites(struct site *v, size_t n)

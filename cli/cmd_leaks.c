@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "order.h"
 #include "report_util.h"
 
 static const char usage_text[] =
@@ -70,9 +71,8 @@ static size_t top_groups;    /* --top N; 0: all */
 static int cmp_stack(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    int c = vt__order(x->kind, y->kind);
+    return c ? c : vt__order(x->stack, y->stack);
 }
 
 /* The program's groups first, then PyTorch's host cache's, then the

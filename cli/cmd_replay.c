@@ -29,6 +29,7 @@
 
 #include "commands.h"
 #include "event_stream.h"
+#include "order.h"
 #include "pytorch.h"
 #include "config.h"
 #include "replay.h"
@@ -308,9 +309,8 @@ static int cmp_ranked(const void *a, const void *b)
         return fx - fy;
     uint64_t px = vt__replay_peak_reserved(&rank_results[x]);
     uint64_t py = vt__replay_peak_reserved(&rank_results[y]);
-    if (px != py)
-        return px < py ? -1 : 1;
-    return (x > y) - (x < y);
+    int c = vt__order(px, py);
+    return c ? c : vt__order(x, y);
 }
 
 /* A sweep label as the setting a user writes: the keys left at their

@@ -31,6 +31,7 @@
 
 #include "commands.h"
 #include "oom_explain.h"
+#include "order.h"
 #include "report_util.h"
 
 #define TOP_SITES 10
@@ -60,13 +61,13 @@ struct site {
 static int cmp_site_stack(const void *a, const void *b)
 {
     const struct site *x = a, *y = b;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    return vt__order(x->stack, y->stack);
 }
 
 static int cmp_site_key(const void *a, const void *b)
 {
     const struct site *x = a, *y = b;
-    return (x->key > y->key) - (x->key < y->key);
+    return vt__order(x->key, y->key);
 }
 
 static int cmp_site_bytes(const void *a, const void *b)

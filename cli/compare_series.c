@@ -24,6 +24,7 @@
 #include "bsearch.h"
 #include "compare_growth.h"
 #include "grow.h"
+#include "order.h"
 #include "report_util.h"
 
 /* Spans kept before the first merge: a rank with few is never sorted twice. */
@@ -32,11 +33,10 @@
 static int cmp_span(const void *p, const void *q)
 {
     const vt__growth_span *x = p, *y = q;
-    if (x->key != y->key)
-        return (x->key > y->key) - (x->key < y->key);
-    if (x->a != y->a)
-        return (x->a > y->a) - (x->a < y->a);
-    return (x->b > y->b) - (x->b < y->b);
+    int c = vt__order(x->key, y->key);
+    if (!c)
+        c = vt__order(x->a, y->a);
+    return c ? c : vt__order(x->b, y->b);
 }
 
 /* Sort the spans and add up those of one site over the same marks. */
@@ -126,7 +126,7 @@ static int cmp_named(const void *p, const void *q)
 static int cmp_key(const void *p, const void *q)
 {
     const named *x = p, *y = q;
-    return (x->key > y->key) - (x->key < y->key);
+    return vt__order(x->key, y->key);
 }
 
 /* Sites are lines: frames that read the same (one line called from two

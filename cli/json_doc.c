@@ -26,6 +26,7 @@
 #include "event_stream.h"
 #include "grow.h"
 #include "json_doc.h"
+#include "order.h"
 #include "report_util.h"
 #include "u64map.h"
 
@@ -353,9 +354,8 @@ struct use {
 static int cmp_use(const void *a, const void *b)
 {
     const struct use *x = a, *y = b;
-    if (x->made != y->made)
-        return x->made < y->made ? -1 : 1;
-    return (x->stream > y->stream) - (x->stream < y->stream);
+    int c = vt__order(x->made, y->made);
+    return c ? c : vt__order(x->stream, y->stream);
 }
 
 /* What is known of the newest lifetime made at an address a STREAM_USE names. */

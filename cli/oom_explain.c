@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "oom_explain.h"
+#include "order.h"
 #include "replay.h"
 #include "bsearch.h"
 #include "grow.h"
@@ -70,13 +71,13 @@ typedef struct span { uint64_t addr, end; } span;
 static int cmp_seg(const void *a, const void *b)
 {
     const seg_at *x = a, *y = b;
-    return (x->addr > y->addr) - (x->addr < y->addr);
+    return vt__order(x->addr, y->addr);
 }
 
 static int cmp_span(const void *a, const void *b)
 {
     const span *x = a, *y = b;
-    return (x->addr > y->addr) - (x->addr < y->addr);
+    return vt__order(x->addr, y->addr);
 }
 
 /* The segment of segs[0..n) (sorted) holding addr, or -1. */
@@ -595,7 +596,7 @@ static int cmp_fix(const void *a, const void *b)
         return fx - fy;
     if ((x->kind == VT__OOM_FIX_DEVICE) != (y->kind == VT__OOM_FIX_DEVICE))
         return x->kind == VT__OOM_FIX_DEVICE ? 1 : -1;   /* a bigger device last */
-    return (x->peak_reserved > y->peak_reserved) - (x->peak_reserved < y->peak_reserved);
+    return vt__order(x->peak_reserved, y->peak_reserved);
 }
 
 /* The recorded value of a key in the replayed settings text, or "". */

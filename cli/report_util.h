@@ -15,6 +15,7 @@
 #include "event_stream.h"
 #include "format_bytes.h"
 #include "json_str.h"
+#include "order.h"
 #include "snapshot.h"
 #include "timeline.h"
 
@@ -80,7 +81,7 @@ static inline int vt__report_cmp_bytes(uint64_t x_bytes, uint64_t x_key, uint64_
 {
     if (x_bytes != y_bytes)
         return x_bytes < y_bytes ? 1 : -1;
-    return (x_key > y_key) - (x_key < y_key);
+    return vt__order(x_key, y_key);
 }
 
 /* --all-frames: show the frames folded by default (below). */

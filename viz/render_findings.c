@@ -11,6 +11,7 @@
 #include "bsearch.h"
 #include "format_bytes.h"
 #include "json_str.h"
+#include "order.h"
 #include "render_internal.h"
 
 /* The external storage a finding is about: the one opened at its alloc_seq
@@ -54,7 +55,7 @@ struct ls { uint32_t pos; uint64_t t; };
 static int cmp_ls(const void *a, const void *b)
 {
     const struct ls *x = a, *y = b;
-    return (x->pos > y->pos) - (x->pos < y->pos);
+    return vt__order(x->pos, y->pos);
 }
 
 static void fmt_secs(uint64_t ns, char *buf, size_t len)

@@ -33,6 +33,7 @@
 #include "errbuf.h"
 #include "event_stream.h"
 #include "grow.h"
+#include "order.h"
 #include "render.h"
 #include "render_internal.h"
 
@@ -303,7 +304,7 @@ static void on_point(void *ctx, size_t device, const vt__tl_point *pt)
 static int cmp_made(const void *a, const void *b)
 {
     uint64_t x = made_at(a), y = made_at(b);
-    return (x > y) - (x < y);
+    return vt__order(x, y);
 }
 
 /* External storages by their own event, those without one first (qsort_r:
@@ -314,9 +315,8 @@ static int cmp_external(const void *a, const void *b, void *ctx)
     uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
     uint32_t ei = r->xs[i].alloc_event, ej = r->xs[j].alloc_event;
     uint64_t ki = ei == NONE ? 0 : (uint64_t)ei + 1, kj = ej == NONE ? 0 : (uint64_t)ej + 1;
-    if (ki != kj)
-        return ki < kj ? -1 : 1;
-    return (i > j) - (i < j);
+    int c = vt__order(ki, kj);
+    return c ? c : vt__order(i, j);
 }
 
 /* ---- reading 3: the page ----------------------------------------------------- */
@@ -540,9 +540,8 @@ static int page_event(struct sr *x, const vt__event *e, uint32_t i, const vt__tl
 static int cmp_seq_ref(const void *a, const void *b)
 {
     const struct seq_ref *x = a, *y = b;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return (x->f > y->f) - (x->f < y->f);
+    int c = vt__order(x->seq, y->seq);
+    return c ? c : vt__order(x->f, y->f);
 }
 
 /* What reading 3 looks for of the checker's findings. */
@@ -588,9 +587,8 @@ static int64_t finding_pos(const struct sr *x, size_t f)
 static int cmp_xsp(const void *a, const void *b)
 {
     const struct xs_use *x = a, *y = b;
-    if (x->pos != y->pos)
-        return x->pos < y->pos ? -1 : 1;
-    return (x->stream > y->stream) - (x->stream < y->stream);
+    int c = vt__order(x->pos, y->pos);
+    return c ? c : vt__order(x->stream, y->stream);
 }
 
 /* The columns in the page's order of them (render_columns.c's). */

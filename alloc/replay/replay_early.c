@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "order.h"
 #include "replay_internal.h"
 
 static int cmp_free_at(const void *a, const void *b)
 {
     const vt__early_free *x = a, *y = b;
-    if (x->at.at_event != y->at.at_event)
-        return x->at.at_event < y->at.at_event ? -1 : 1;
-    return (x->at.alloc_event > y->at.alloc_event) - (x->at.alloc_event < y->at.alloc_event);
+    int c = vt__order(x->at.at_event, y->at.at_event);
+    return c ? c : vt__order(x->at.alloc_event, y->at.alloc_event);
 }
 
 /* by_alloc's order (qsort_r: the entries as context) */
@@ -28,7 +28,8 @@ static int cmp_by_alloc(const void *a, const void *b, void *ctx)
     const vt__early_free *v = ctx;
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
     size_t ax = v[x].at.alloc_event, ay = v[y].at.alloc_event;
-    return ax != ay ? (ax > ay) - (ax < ay) : (x > y) - (x < y);
+    int c = vt__order(ax, ay);
+    return c ? c : vt__order(x, y);
 }
 
 int vt__early_init(vt__early *ef, size_t nevents, const vt__replay_options *opt)

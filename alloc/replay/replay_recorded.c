@@ -17,6 +17,7 @@
 #include "bsearch.h"
 #include "free_match.h"
 #include "grow.h"
+#include "order.h"
 #include "replay_internal.h"
 
 static bool allocator_event(uint8_t kind)
@@ -29,7 +30,7 @@ static bool allocator_event(uint8_t kind)
 static int cmp_request(const void *a, const void *b)
 {
     const vt__completion *x = a, *y = b;
-    return (x->request > y->request) - (x->request < y->request);
+    return vt__order(x->request, y->request);
 }
 
 /* The completions read one event at a time (alone, or in the reading of

@@ -31,7 +31,7 @@ int vt__ck_push_pause(ck_model *m, const vt__event *e)
 static int cmp_pause(const void *a, const void *b)
 {
     const struct ck_pause *x = a, *y = b;
-    return (x->from > y->from) - (x->from < y->from);
+    return vt__order(x->from, y->from);
 }
 
 void vt__ck_order_pauses(ck_model *m)

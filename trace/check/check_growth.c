@@ -131,9 +131,8 @@ typedef struct span {
 static int cmp_span(const void *p, const void *q)
 {
     const span *x = p, *y = q;
-    if (x->stack != y->stack)
-        return x->stack < y->stack ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
+    int c = vt__order(x->stack, y->stack);
+    return c ? c : vt__order(x->idx, y->idx);
 }
 
 /* A growing site's finding, shown by storage st (index sti, CK_NONE for a
@@ -286,7 +285,7 @@ typedef struct time_site {
 static int cmp_time_site(const void *p, const void *q)
 {
     const time_site *x = p, *y = q;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    return vt__order(x->stack, y->stack);
 }
 
 /* With the tensors recorded, whether a growing site's storages alive at

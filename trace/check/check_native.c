@@ -224,13 +224,13 @@ vt__check_finding *vt__ck_site_finding(ck_model *m, ck_findings *fs, unsigned ru
 static int cmp_life(const void *a, const void *b)
 {
     const ck_life *x = a, *y = b;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    return vt__order(x->stack, y->stack);
 }
 
 static int cmp_site(const void *a, const void *b)
 {
     const ck_site *x = a, *y = b;
-    return (x->stack > y->stack) - (x->stack < y->stack);
+    return vt__order(x->stack, y->stack);
 }
 
 int vt__ck_rule_native(ck_model *m, const vt__check_options *opt, unsigned rules,

@@ -14,6 +14,7 @@
 
 #include "errbuf.h"
 #include "grow.h"
+#include "order.h"
 #include "pickle.h"
 
 struct vm {
@@ -821,7 +822,7 @@ static int cmp_key(const void *a, const void *b, void *ctx)
     if (kx->n != ky->n)
         return kx->n < ky->n ? -1 : 1;
     int d = kx->n ? memcmp(kx->s, ky->s, kx->n) : 0;
-    return d ? d : (x > y) - (x < y);
+    return d ? d : vt__order(x, y);
 }
 
 static int index_dict(vt__pickle *p, vt__pv_container *c)

@@ -22,6 +22,7 @@
 #include "errbuf.h"
 #include "grow.h"
 #include "buf.h"
+#include "order.h"
 #include "pickle.h"
 #include "pytorch.h"
 #include "snapfile.h"
@@ -233,7 +234,7 @@ int vt__pt_cmp_unfinished(const void *a, const void *b)
         return x->aux2 < y->aux2 ? -1 : 1;
     if (!x->aux2 && x->device != y->device)
         return x->device < y->device ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
+    return vt__order(x->seq, y->seq);
 }
 
 const vt__pv *vt__pt_ref_value(const vt__pickle *p, uint32_t ref)
@@ -565,7 +566,7 @@ struct list_dev { uint32_t list, dev; };
 static int cmp_list_dev(const void *a, const void *b)
 {
     const struct list_dev *x = a, *y = b;
-    return (x->list > y->list) - (x->list < y->list);
+    return vt__order(x->list, y->list);
 }
 
 /* Give each streamed event its device: the position of its list in

@@ -27,6 +27,7 @@
 
 #include "fork_lock.h"
 #include "grow.h"
+#include "order.h"
 #include "u64map.h"
 #include "vramtrace/format.h"
 
@@ -204,7 +205,7 @@ void vt__pool_state_segment_free(uint64_t addr, uint64_t size)
 static int by_addr(const void *a, const void *b)
 {
     const item *x = a, *y = b;
-    return (x->addr > y->addr) - (x->addr < y->addr);
+    return vt__order(x->addr, y->addr);
 }
 
 /* Free space of a segment from `from` to `to`, as an inactive block. */

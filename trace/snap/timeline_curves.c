@@ -14,6 +14,7 @@
 
 #include "errbuf.h"
 #include "grow.h"
+#include "order.h"
 #include "timeline.h"
 #include "timeline_build.h"
 
@@ -103,7 +104,7 @@ int vt__tl_cmp_delta(const void *a, const void *b)
     /* VT_TL_NONE (before the first event) sorts first */
     uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
     uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
-    return (ex > ey) - (ex < ey);
+    return vt__order(ex, ey);
 }
 
 size_t vt__tl_own_deltas(uint8_t kind, const vt__lifetime *l, const vt__segment_span *g,

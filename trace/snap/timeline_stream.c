@@ -204,7 +204,7 @@ static int cmp_point(const void *a, const void *b)
     const vt__tl_point *x = a, *y = b;
     uint64_t ex = x->event == VT_TL_NONE ? 0 : (uint64_t)x->event + 1;
     uint64_t ey = y->event == VT_TL_NONE ? 0 : (uint64_t)y->event + 1;
-    return (ex > ey) - (ex < ey);
+    return vt__order(ex, ey);
 }
 
 static uint32_t point_at(const vt__tl_device *d, uint32_t event)

@@ -22,6 +22,7 @@
 #include "errbuf.h"
 #include "event_stream.h"
 #include "grow.h"
+#include "order.h"
 #include "timeline.h"
 
 #define NONE VT_TL_NONE
@@ -151,7 +152,7 @@ static void sort_late(struct late *v, size_t n)
 static int cmp_free_event(const void *a, const void *b)
 {
     uint32_t x = ((const vt__lifetime *)a)->free_event, y = ((const vt__lifetime *)b)->free_event;
-    return (x > y) - (x < y);
+    return vt__order(x, y);
 }
 
 static int cmp_alloc_event(const void *a, const void *b, void *ctx)
@@ -159,7 +160,7 @@ static int cmp_alloc_event(const void *a, const void *b, void *ctx)
     const vt__timeline *tl = ctx;
     uint32_t x = tl->lifetimes[*(const uint32_t *)a].alloc_event;
     uint32_t y = tl->lifetimes[*(const uint32_t *)b].alloc_event;
-    return (x > y) - (x < y);
+    return vt__order(x, y);
 }
 
 int vt__tl_walk_run(vt__tl_walk *w, vt__event_stream *es, const vt__timeline *tl,
