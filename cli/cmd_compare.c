@@ -48,6 +48,7 @@
 #include "compare.h"
 #include "compare_growth.h"
 #include "event_stream.h"
+#include "grow.h"
 #include "order.h"
 #include "pytorch.h"
 #include "report_util.h"
@@ -152,14 +153,8 @@ static int find_site(struct site_set *ss, const char *name, size_t nranks)
     for (; ss->index[k]; k = (k + 1) & (ss->nindex - 1))
         if (!strcmp(ss->v[ss->index[k] - 1].name, name))
             return ss->index[k] - 1;
-    if (ss->n == ss->cap) {
-        size_t c = ss->cap ? ss->cap * 2 : 64;
-        struct site *nv = realloc(ss->v, c * sizeof *nv);
-        if (!nv)
-            return -1;
-        ss->v = nv;
-        ss->cap = c;
-    }
+    if (vt__grow_from((void **)&ss->v, &ss->cap, ss->n + 1, sizeof *ss->v, 64))
+        return -1;
     struct site *st = &ss->v[ss->n];
     st->name = strdup(name);
     st->bytes = calloc(nranks, sizeof *st->bytes);

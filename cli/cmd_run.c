@@ -50,6 +50,7 @@
 
 #include "commands.h"
 #include "config.h"
+#include "grow.h"
 #include "oom_explain.h"
 #include "outfile.h"
 #include "pytorch.h"
@@ -495,13 +496,8 @@ static int report_snapshots(const char *rundir, const char *out, const int *stat
     size_t n = 0, cap = 0;
     char buf[3 * PATH_MAX];
     while (fp && fgets(buf, sizeof buf, fp)) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            struct snap_line *p = realloc(lines, cap * sizeof *lines);
-            if (!p)
-                break;
-            lines = p;
-        }
+        if (vt__grow_from((void **)&lines, &cap, n + 1, sizeof *lines, 8))
+            break;
         if (parse_line(buf, &lines[n]) == 0)
             n++;
     }

@@ -37,6 +37,7 @@
 
 #include "check.h"
 #include "compare_growth.h"
+#include "grow.h"
 #include "report_util.h"
 
 /* Rows of the text table at most: the first few marks and the last ones. */
@@ -93,14 +94,8 @@ static int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
 /* Grow g->sites by one. @return it, or NULL. */
 static struct site_growth *push_site(vt__growth *g, size_t *capsites)
 {
-    if (g->nsites == *capsites) {
-        size_t c = *capsites ? *capsites * 2 : 64;
-        struct site_growth *ns = realloc(g->sites, c * sizeof *ns);
-        if (!ns)
-            return NULL;
-        g->sites = ns;
-        *capsites = c;
-    }
+    if (vt__grow_from((void **)&g->sites, capsites, g->nsites + 1, sizeof *g->sites, 64))
+        return NULL;
     return &g->sites[g->nsites++];
 }
 

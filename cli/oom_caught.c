@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "grow.h"
 #include "oom_explain.h"
 #include "u64map.h"
 
@@ -117,14 +118,9 @@ int vt__oom_held_since_caught(const vt__snapshot_data *s, const vt__timeline *tl
         }
         if (known != 1)
             continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            vt__replay_free_at *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
+        if (vt__grow_from((void **)&v, &cap, n + 1, sizeof *v, 64)) {
+            rc = -ENOMEM;
+            break;
         }
         v[n++] = (vt__replay_free_at){ .alloc_event = l->alloc_event,
                                        .at_event = r->prev_event };

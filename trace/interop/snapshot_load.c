@@ -18,6 +18,7 @@
 
 #include "demangle.h"
 #include "event_stream.h"
+#include "grow.h"
 #include "pickle.h"
 #include "pytorch.h"
 #include "snapfile.h"
@@ -42,14 +43,9 @@ static uint32_t add_string(vt__snapshot_data *s, const char *str, size_t *cap_of
     if (!blob)
         return 0;
     s->strings_blob = blob;
-    if (s->nstrings == *cap_offsets) {
-        size_t cap = *cap_offsets ? *cap_offsets * 2 : 64;
-        uint32_t *o = realloc(s->string_offsets, cap * sizeof *o);
-        if (!o)
-            return 0;
-        s->string_offsets = o;
-        *cap_offsets = cap;
-    }
+    if (vt__grow_from((void **)&s->string_offsets, cap_offsets, s->nstrings + 1,
+                      sizeof *s->string_offsets, 64))
+        return 0;
     memcpy(blob + s->strings_blob_size, str, len);
     s->string_offsets[s->nstrings] = (uint32_t)s->strings_blob_size;
     s->strings_blob_size += len;

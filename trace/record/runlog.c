@@ -47,6 +47,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grow.h"
+
 static const char *run_dir(void)
 {
     const char *d = getenv("VRAMTRACE_RUN_DIR");
@@ -211,14 +213,8 @@ static size_t read_registered(struct registered **out)
     while (fscanf(f, "%ld %llu", &pid, &start) == 2) {
         if (pid <= 0 || pid > INT_MAX)
             continue;
-        if (n == cap) {
-            size_t c = cap ? 2 * cap : 32;
-            struct registered *p = realloc(v, c * sizeof *v);
-            if (!p)
-                break;
-            v = p;
-            cap = c;
-        }
+        if (vt__grow_from((void **)&v, &cap, n + 1, sizeof *v, 32))
+            break;
         v[n++] = (struct registered){ (pid_t)pid, start };
     }
     fclose(f);

@@ -21,6 +21,7 @@
  */
 #include "rec_snap.h"
 #include "demangle.h"
+#include "grow.h"
 #include "user_code.h"
 
 #include <dlfcn.h>
@@ -58,16 +59,9 @@ static modinfo *module_of(symctx *c, Dwfl_Module *mod)
     for (size_t i = 0; i < c->nmods; i++)
         if (c->mods[i].mod == mod)
             return &c->mods[i];
-    if (c->nmods == c->capmods) {
-        size_t n = c->capmods ? c->capmods * 2 : 16;
-        modinfo *m = realloc(c->mods, n * sizeof *m);
-        if (!m)
-            return NULL;
-        c->mods = m;
-        c->capmods = n;
-    }
-    modinfo *m = &c->mods[c->nmods++];
-    memset(m, 0, sizeof *m);
+    modinfo *m = vt__grow_push((void **)&c->mods, &c->capmods, &c->nmods, sizeof *m);
+    if (!m)
+        return NULL;
     m->mod = mod;
     Dwarf_Addr bias = 0;
     dwfl_module_getelf(mod, &bias);    /* loads the ELF, so the build id is known */
