@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 uint64_t vt__str_hash(const char *s, size_t len)
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);     /* FNV-1a */
@@ -84,23 +86,9 @@ uint32_t vt__strtab_add_len(vt__strtab *t, const char *s, size_t len)
     }
     if (t->n >= UINT32_MAX - 1 || t->size + len + 1 > UINT32_MAX)
         return UINT32_MAX;
-    if (t->size + len + 1 > t->cap) {
-        size_t ncap = t->cap * 2;
-        while (ncap < t->size + len + 1)
-            ncap *= 2;
-        char *nb = realloc(t->blob, ncap);
-        if (!nb)
-            return UINT32_MAX;
-        t->blob = nb;
-        t->cap = ncap;
-    }
-    if (t->n == t->ncap) {
-        uint32_t *no = realloc(t->offsets, t->ncap * 2 * sizeof *no);
-        if (!no)
-            return UINT32_MAX;
-        t->offsets = no;
-        t->ncap *= 2;
-    }
+    if (vt__grow((void **)&t->blob, &t->cap, t->size + len + 1, 1) ||
+        vt__grow((void **)&t->offsets, &t->ncap, t->n + 1, sizeof *t->offsets))
+        return UINT32_MAX;
     uint32_t idx = (uint32_t)t->n++;
     t->offsets[idx] = (uint32_t)t->size;
     memcpy(t->blob + t->size, s, len);
