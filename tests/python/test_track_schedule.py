@@ -238,6 +238,45 @@ def test_a_value_rebuilt_larger_from_itself_is_walked_though_used_every_step(fak
             assert _live_holders(fake, tr.tensor_id(t)) == [], fake.paths_to(tr.tensor_id(t))
 
 
+def test_what_a_loop_carries_more_of_each_step_is_walked_though_used_every_step(fake,
+                                                                             monkeypatch):
+    """Hooks that pile up on a module, each reading its own closure's
+    tensor: every one is used every step, never stale, and where the model
+    is a local of a function that returned before the snapshot, neither a
+    mark's walk nor the snapshot's named what keeps them (a growth finding
+    with no holder). What the loop carries from step to step and still uses
+    (stale_storages' `carried`) grows mark after mark: after a few, a mark
+    walks the lines that made many of it. A loop that carries the same (its
+    weights, their gradients, a reused batch) walks none of them."""
+    from vramtrace.torch._tracker import Tracker
+    grown = []
+    real = Tracker._growing_starts
+
+    def counted(self, threshold, starts, counts):
+        grown.append(threshold)
+        return real(self, threshold, starts, counts)
+    monkeypatch.setattr(Tracker, "_growing_starts", counted)
+    lin, batch = torch.nn.Linear(8, 8), torch.ones(2, 8)
+    with vtt.track(walk_fraction=None) as tr:
+        for i in range(8):
+            vtt.mark(f"clean {i}")
+            lin.zero_grad(set_to_none=False)
+            lin(batch).sum().backward()
+        assert grown == [], grown
+        first = None
+        for i in range(6):
+            vtt.mark(f"iteration {i}")
+            x = torch.ones(8) * i
+            first = x if first is None else first
+            lin.register_forward_hook(lambda mod, inp, out, x=x: out.add(x))
+            lin.zero_grad(set_to_none=False)
+            lin(batch).sum().backward()
+        vtt.mark("iteration 6")
+        assert len(grown) == 1, grown
+        paths = fake.paths_to(tr.tensor_id(first))
+        assert any("_forward_hooks" in p and "__defaults__" in p for p in paths), paths
+
+
 def test_a_mark_whose_credit_fits_no_walk_does_not_read_the_stale_set(fake, monkeypatch):
     """The stale set costs a pass over every storage, and grows with what
     the program keeps: a mark whose credit cannot pay even a walk of one

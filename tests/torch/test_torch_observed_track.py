@@ -758,6 +758,29 @@ def test_run_track_names_the_with_block_that_alone_holds_a_stash(tmp_path):
                                  text), text[:4000]
 
 
+def test_run_track_names_what_keeps_the_tensors_hooks_piling_up_use_every_step(tmp_path):
+    """hooks_pile_up.py: a forward hook registered each step and never
+    removed, each with its own step's batch as a default argument; every
+    batch is used at every forward by its hook, so none is stale, and the
+    model is a local of main(), gone by the snapshot. The growth finding
+    named the batch's line and "no holder found"; a walk now starts from the
+    lines of what the loop carries more of each step, so the chain names the
+    hook's defaults (and, as far as the walks' credit reaches, the layer's
+    hook dict, the model and main's local); the fixed twin (the handle
+    removed) is clean, and the program prints what it prints untraced."""
+    line, got = _traced_twins(tmp_path, "hooks_pile_up.py", "# BATCH_LINE", "step ", 60)
+    _, _, fixed_rc, fixed_text = got["fixed"]
+    assert fixed_rc == 0, fixed_text[:3000]
+    _, _, rc, text = got["leak"]
+    assert rc == 1 and "[growth]" in text and f"hooks_pile_up.py:{line}" in text, text[:3000]
+    # how far up the chain reaches (a hook's function, the layer's hook dict,
+    # the model, main's local) is as far as the walks' credit, a share of
+    # the program's time on a shared machine, took it by the last step
+    assert re.search(r"held by \(at the last step end judged\):\n\s+(.* → )?"
+                     r"function log_ratio\.__defaults__ → tuple\[0\] → tensor 'x = torch\.randn",
+                     text), text[:4000]
+
+
 def test_run_track_walks_a_quiet_validation_after_marked_training(tmp_path):
     """quiet_validation.py: marked training steps, then a validation pass
     with no mark that keeps every batch's graph in a summed loss. Once the

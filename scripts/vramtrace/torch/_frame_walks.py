@@ -51,7 +51,7 @@ class _FrameWalks:
         began = _cpu_clock()
         read = starts is None
         if starts is None:
-            starts, _, kept = self._stale_starts(threshold, False)
+            starts, _, kept = self._stale_starts(threshold, False, carried=False)
         fresh = {k: t for k, t in starts.items()
                  if k[1] not in self._walked and k[1] not in self._frames_walked}
         if read:

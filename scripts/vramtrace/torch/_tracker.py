@@ -169,6 +169,11 @@ class Tracker(_Recording, _Naming, _Storages, _Cycles, _Marks, _Walks, _FrameWal
         self._busy_at_mark = 0.0     # _busy at the end of the last mark
         self._marks_since_walk = 0
         self._backoff = 1
+        # What the loop carries from step to step and still uses (stale_storages'
+        # `carried`) at the last walk, and the walks in a row it grew before
+        # (_Walks._carried_grows)
+        self._carried = 0
+        self._carried_grew = 0
         self.collect_cycles = collect_cycles
         self.max_depth = max_depth
         self.max_breadth = max_breadth

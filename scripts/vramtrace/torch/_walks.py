@@ -43,6 +43,10 @@ _LEAST_WALK_PASSES = 1 + level_passes(1)
 _GROWING_LINE = 3
 _GROWING_WALKED = 4
 _GROWING_WALKED_ALL = 128
+# Walks in a row at whose marks what the loop carries from step to step and
+# still uses had grown (stale_storages' `carried`) before a walk starts from
+# the lines that made many of it too (_growing_starts, as a snapshot does).
+_CARRIED_GROWING = 3
 # Storages rebuilt larger from their own line's value (StorageRec.regrown)
 # walked at a mark, at most (the newest): a decoder's key/value caches grown
 # by torch.cat are one such storage a layer.
@@ -104,7 +108,7 @@ class _Walks:
                               max_depth=self.max_depth, max_breadth=self.max_breadth,
                               max_nodes=self.max_nodes, deadline=deadline, clock=clock)
 
-    def _stale_starts(self, threshold: int, final: bool
+    def _stale_starts(self, threshold: int, final: bool, carried: bool = True
                       ) -> Tuple[Dict[NodeKey, Any], Dict[int, int], Dict[int, _StorageRec]]:
         """The tensors a mark walks from, with their reference counts, and
         the stale storages kept by C++ alone, by key.
@@ -125,7 +129,11 @@ class _Walks:
         there only when asked (--host), and a program's results kept on the
         host (``ids.cpu()`` of each request) would take every tick's walk
         (hf_decode.py: each tick's 0.16 s went to its one or two new kept
-        id tensors)."""
+        id tensors).
+
+        With ``carried`` (a heap walk's starts, not the running frames'
+        alone), the lines of a loop that carries more each step are walked
+        from too (_carried_grows)."""
         starts: Dict[NodeKey, Any] = {}
         counts: Dict[int, int] = {}
         kept: Dict[int, _StorageRec] = {}
@@ -134,7 +142,7 @@ class _Walks:
         # every storage's epochs brought up to date in C, the stale ones
         # returned, those resting and the host ones left out there
         # (stale_storages, native/trackfast/storages.c)
-        looked, resting, host, regrown = self._fast.stale_storages(
+        looked, resting, host, regrown, carried_now = self._fast.stale_storages(
             threshold, final, self._fast.device_seen and not final)
         self.host_deferred += host
         self.resting_skipped += len(resting)
@@ -157,7 +165,37 @@ class _Walks:
                 del t
         if final:
             self._growing_starts(threshold, starts, counts)
+        elif carried and self._carried_grows(carried_now):
+            before = set(starts)
+            self._growing_starts(threshold, starts, counts)
+            # walked again at each such mark until a walk from them is not
+            # cut short (settled): used every step, they are never stale, so
+            # no later walk retries them, and a chain through a model's
+            # modules to a hook's defaults is deeper than a mark's first walk
+            for key in starts.keys() - before:
+                if key[1] not in self._settled:
+                    self._walked.discard(key[1])
         return starts, counts, kept
+
+    def _carried_grows(self, carried: int) -> bool:
+        """Whether what the loop carries from step to step and still uses
+        (``carried`` storages now) grew before each of the last few walks
+        (_CARRIED_GROWING; a mark that postpones its walk reads no count):
+        then this walk starts from the lines that made many of it too, as a
+        snapshot's does, and the next such needs as many again. A loop that
+        keeps more of what it uses each step (hooks that pile up on a
+        module, each reading its own closure's tensor) is a growth finding
+        whose storages no stale walk reaches, and whose holder a snapshot
+        after the loop no longer finds (the model was a local of the
+        function that returned). What it costs is the walks' (their credit),
+        and a pass over the books' storages every few walks."""
+        grew = carried > self._carried
+        self._carried = carried
+        self._carried_grew = self._carried_grew + 1 if grew else 0
+        if self._carried_grew < _CARRIED_GROWING:
+            return False
+        self._carried_grew = 0
+        return True
 
     def _adopt_unseen(self, search: Set[int], kept: Dict[int, _StorageRec],
                       starts: Dict[NodeKey, Any], counts: Dict[int, int]) -> None:
@@ -210,7 +248,8 @@ class _Walks:
 
     def _growing_starts(self, threshold: int, starts: Dict[NodeKey, Any],
                         counts: Dict[int, int]) -> None:
-        """At a snapshot, also the tensors of storages in use that one line
+        """At a snapshot (and at a mark whose loop carries more each step:
+        _carried_grows), also the tensors of storages in use that one line
         made many of: what grows step over step is used every step (hooks
         that pile up on a parameter, each using its own closure's tensor),
         so no mark walks it, and the checker's growth rule would name the

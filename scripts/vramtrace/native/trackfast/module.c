@@ -639,10 +639,11 @@ static PyMethodDef dispatcher_methods[] = {
     {"storages_to_check", (PyCFunction)dispatcher_storages_to_check, METH_NOARGS,
      "the storages check_storage must look at (gone, or on other memory)"},
     {"stale_storages", (PyCFunction)dispatcher_stale_storages, METH_VARARGS,
-     "stale_storages(threshold, final, host_later) -> (looked, resting, host, regrown): of "
-     "the storages not used since that mark, those a walk may start from, those resting, "
-     "and how many host ones were left out; of the others, those rebuilt larger from their "
-     "own line's value (storages.c); every storage's epochs brought up to date"},
+     "stale_storages(threshold, final, host_later) -> (looked, resting, host, regrown, "
+     "carried): of the storages not used since that mark, those a walk may start from, "
+     "those resting, and how many host ones were left out; of the others, those rebuilt "
+     "larger from their own line's value, and how many were made before that mark "
+     "(storages.c); every storage's epochs brought up to date"},
     {"shared_storages", (PyCFunction)dispatcher_shared_storages, METH_NOARGS,
      "shared_storages() -> the storages more than one tracked tensor is on"},
     {"trace_window", (PyCFunction)dispatcher_trace_window, METH_NOARGS,

@@ -399,15 +399,22 @@ long long storage_rest(StorageRec *s)
  *     (counted, not returned);
  *   regrown: of those used since, the ones rebuilt larger from a value of
  *     their own line (StorageRec.regrown): what such a line grows in is used
- *     every step, so a growth finding's holder is found only by walking them.
- * (looked, resting, host, regrown): two new lists, a count and a new list. */
+ *     every step, so a growth finding's holder is found only by walking them;
+ *   carried: how many of those used since were made before mark
+ *     ``threshold`` (the state a loop carries from step to step: its
+ *     weights, their optimizer state, reused batches); growing mark after
+ *     mark, the loop keeps more each step of what it still uses (hooks
+ *     piling up on a module, each reading its own closure's tensor), which
+ *     no stale walk reaches (Walks._stale_starts walks its lines then).
+ * (looked, resting, host, regrown, carried): two new lists, a count, a new
+ * list and a count. */
 PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host_later)
 {
     PyObject *storages = book(d, BOOK_STORAGES);
     PyObject *looked = storages ? PyList_New(0) : NULL;
     PyObject *resting = looked ? PyList_New(0) : NULL, *srec, *out = NULL;
     PyObject *regrown = resting ? PyList_New(0) : NULL;
-    long long host = 0;
+    long long host = 0, carried = 0;
     Py_ssize_t pos = 0;
     int more;
     while (regrown != NULL && (more = next_storage(storages, &pos, &srec)) != 0) {
@@ -416,6 +423,7 @@ PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host
         StorageRec *s = SREC(srec);
         long long rest = storage_rest(s);
         if (s->last_epoch >= threshold) {
+            carried += s->made_epoch < threshold;
             if (s->regrown && PyList_Append(regrown, srec) < 0)
                 goto out;
             continue;
@@ -429,7 +437,7 @@ PyObject *stale_storages(Dispatcher *d, long long threshold, int final, int host
             goto out;
     }
     if (regrown != NULL)
-        out = Py_BuildValue("(OOLO)", looked, resting, host, regrown);
+        out = Py_BuildValue("(OOLOL)", looked, resting, host, regrown, carried);
 out:
     Py_XDECREF(looked);
     Py_XDECREF(resting);
