@@ -184,7 +184,7 @@ class _Walks:
         then this walk starts from the lines that made many of it too, as a
         snapshot's does, and the next such needs as many again. A loop that
         keeps more of what it uses each step (hooks that pile up on a
-        module, each reading its own closure's tensor) is a growth finding
+        module, each reading its own batch, a default argument) is a growth finding
         whose storages no stale walk reaches, and whose holder a snapshot
         after the loop no longer finds (the model was a local of the
         function that returned). What it costs is the walks' (their credit),

@@ -404,7 +404,7 @@ long long storage_rest(StorageRec *s)
  *     ``threshold`` (the state a loop carries from step to step: its
  *     weights, their optimizer state, reused batches); growing mark after
  *     mark, the loop keeps more each step of what it still uses (hooks
- *     piling up on a module, each reading its own closure's tensor), which
+ *     piling up on a module, each reading its own batch), which
  *     no stale walk reaches (Walks._stale_starts walks its lines then).
  * (looked, resting, host, regrown, carried): two new lists, a count, a new
  * list and a count. */
