@@ -1,5 +1,8 @@
-"""A forward hook registered at every step and never removed, each reading a
-tensor of its own step through a default argument (`def log_ratio(mod, inp,
+"""A forward hook registered at every step and never removed, each bound to a
+tensor of its own step, as peft's X-LoRA did during generate (one
+`register_forward_hook` per forward, each a functools.partial over that
+forward's scalings, only the last removed: huggingface/peft PR #2761; also
+NeuroBench #184, MRFI PR #5): here through a default argument (`def log_ratio(mod, inp,
 out, x=x)`: a closure over `x` itself would read the one variable, the
 current batch, and keep nothing): the hooks pile up on the layer and every
 step's batch stays, used by its hook at every forward, so none is ever

@@ -166,15 +166,13 @@ class _Walks:
         if final:
             self._growing_starts(threshold, starts, counts)
         elif carried and self._carried_grows(carried_now):
-            before = set(starts)
-            self._growing_starts(threshold, starts, counts)
             # walked again at each such mark until a walk from them is not
             # cut short (settled): used every step, they are never stale, so
             # no later walk retries them, and a chain through a model's
             # modules to a hook's defaults is deeper than a mark's first walk
-            for key in starts.keys() - before:
-                if key[1] not in self._settled:
-                    self._walked.discard(key[1])
+            for tid in self._growing_starts(threshold, starts, counts):
+                if tid not in self._settled:
+                    self._walked.discard(tid)
         return starts, counts, kept
 
     def _carried_grows(self, carried: int) -> bool:
@@ -184,7 +182,7 @@ class _Walks:
         then this walk starts from the lines that made many of it too, as a
         snapshot's does, and the next such needs as many again. A loop that
         keeps more of what it uses each step (hooks that pile up on a
-        module, each reading its own batch, a default argument) is a growth finding
+        module, each bound to its own step's batch) is a growth finding
         whose storages no stale walk reaches, and whose holder a snapshot
         after the loop no longer finds (the model was a local of the
         function that returned). What it costs is the walks' (their credit),
@@ -247,14 +245,15 @@ class _Walks:
         del found, t
 
     def _growing_starts(self, threshold: int, starts: Dict[NodeKey, Any],
-                        counts: Dict[int, int]) -> None:
+                        counts: Dict[int, int]) -> List[int]:
         """At a snapshot (and at a mark whose loop carries more each step:
         _carried_grows), also the tensors of storages in use that one line
         made many of: what grows step over step is used every step (hooks
-        that pile up on a parameter, each using its own closure's tensor),
-        so no mark walks it, and the checker's growth rule would name the
+        that pile up on a layer, each bound to its own step's tensor), so no
+        stale walk reaches it, and the checker's growth rule would name the
         line but not what keeps its storages. The oldest few of each such
-        line (those a growth finding shows), a bounded number in all."""
+        line (those a growth finding shows), a bounded number in all, added
+        to ``starts``; returns the ids of the tensors added."""
         by_line: Dict[str, List[_StorageRec]] = {}
         for srec in self._storages.values():     # oldest first: dicts keep order
             if srec.last_epoch < threshold:
@@ -263,7 +262,7 @@ class _Walks:
                 if rec.base == 0 and rec.tid:
                     by_line.setdefault(_OP_PART.sub(r"\1)", rec.name), []).append(srec)
                     break
-        added = 0
+        added: List[int] = []
         getrefcount = sys.getrefcount
         for line, srecs in by_line.items():
             if len(srecs) < _GROWING_LINE or "(" not in line:
@@ -274,10 +273,11 @@ class _Walks:
                     if t is not None and ("t", rec.tid) not in starts:
                         starts[("t", rec.tid)] = t
                         counts[rec.tid] = getrefcount(t)
-                        added += 1
+                        added.append(rec.tid)
                     del t
-            if added >= _GROWING_WALKED_ALL:
+            if len(added) >= _GROWING_WALKED_ALL:
                 break
+        return added
 
     def _walk_stale(self, threshold: int, final: bool = False, until: Optional[float] = None,
                     clock: Callable[[], float] = _cpu_clock) -> None:
